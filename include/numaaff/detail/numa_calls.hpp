@@ -1,0 +1,58 @@
+// The NUMA system calls, each routed through detail::call() so errno is captured, EINTR
+// retried, and tests can inject failures by name. mbind/move_pages/get_mempolicy come from
+// libnuma's numaif.h (thin syscall stubs, no libnuma state, never numa_warn/numa_error);
+// set_mempolicy_home_node is newer than Debian 12's libnuma and is called by number.
+#pragma once
+
+#include "syscall.hpp"
+
+#include <numaif.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstddef>
+
+#ifndef MPOL_PREFERRED_MANY
+#define MPOL_PREFERRED_MANY 5  // Linux 5.15
+#endif
+
+namespace numaaff::detail {
+
+// The same number on every architecture: syscalls added after 5.1 share one table.
+inline constexpr long nr_set_mempolicy_home_node = 450;
+
+inline sys_result<long> sys_mbind(void* addr, std::size_t len, int mode, const unsigned long* mask,
+                                  unsigned long maxnode, unsigned flags) noexcept {
+  return call(sys::mbind, [&] { return ::mbind(addr, len, mode, mask, maxnode, flags); });
+}
+
+inline sys_result<long> sys_move_pages(unsigned long count, void** pages, const int* nodes, int* status,
+                                       int flags) noexcept {
+  return call(sys::move_pages, [&] { return ::move_pages(0, count, pages, nodes, status, flags); });
+}
+
+inline sys_result<long> sys_get_mempolicy(int* mode, unsigned long* mask, unsigned long maxnode, void* addr,
+                                          unsigned flags) noexcept {
+  return call(sys::get_mempolicy, [&] { return ::get_mempolicy(mode, mask, maxnode, addr, flags); });
+}
+
+inline sys_result<long> sys_set_mempolicy_home_node(void* addr, std::size_t len, unsigned long home_node,
+                                                    unsigned long flags) noexcept {
+  return call(sys::set_mempolicy_home_node,
+              [&] { return ::syscall(nr_set_mempolicy_home_node, addr, len, home_node, flags); });
+}
+
+inline sys_result<void*> sys_mmap(std::size_t len, int prot, int flags) noexcept {
+  return call(sys::mmap, [&] { return ::mmap(nullptr, len, prot, flags, -1, 0); });
+}
+
+inline sys_result<int> sys_munmap(void* addr, std::size_t len) noexcept {
+  return call(sys::munmap, [&] { return ::munmap(addr, len); });
+}
+
+inline sys_result<int> sys_mprotect(void* addr, std::size_t len, int prot) noexcept {
+  return call(sys::mprotect, [&] { return ::mprotect(addr, len, prot); });
+}
+
+}  // namespace numaaff::detail

@@ -1,0 +1,57 @@
+// Small text helpers shared by topology, the capability report and environment parsing:
+// strict integer parsing (no silent clamping or trailing garbage) and "0-3,6" list formatting.
+#pragma once
+
+#include <charconv>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+namespace numaaff::detail {
+
+inline std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  return s;
+}
+
+/// Parses the whole of `s` (after trimming blanks) as a decimal int; false on anything else.
+inline bool parse_int(std::string_view s, int& out) noexcept {
+  s = trim(s);
+  if (s.empty()) return false;
+  const char* first = s.data();
+  if (*first == '+') ++first;
+  const auto [ptr, ec] = std::from_chars(first, s.data() + s.size(), out);
+  return ec == std::errc() && ptr == s.data() + s.size();
+}
+
+/// Splits on `sep`, keeping empty fields (so "1,,2" is seen as malformed by the caller).
+inline std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t at = s.find(sep, start);
+    parts.push_back(s.substr(start, at == std::string_view::npos ? std::string_view::npos : at - start));
+    if (at == std::string_view::npos) return parts;
+    start = at + 1;
+  }
+}
+
+/// Formats ascending integers as ranges: {0,1,2,3,6} -> "0-3,6"; {} -> "none".
+inline std::string format_list(const std::vector<int>& values) {
+  if (values.empty()) return "none";
+  std::string out;
+  for (std::size_t i = 0; i < values.size();) {
+    std::size_t j = i;
+    while (j + 1 < values.size() && values[j + 1] == values[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(values[i]);
+    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(values[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace numaaff::detail

@@ -1,0 +1,80 @@
+/**
+ * @file errors.hpp
+ * @brief How numaaff reports failure.
+ *
+ * One model, as in `std::filesystem`:
+ * - A caller's mistake (unknown node, null address with a length, malformed environment
+ *   variable) throws `std::invalid_argument` whose message names the input, the offending
+ *   value and what would be valid. Nothing is clamped silently.
+ * - A failed system call throws `std::system_error` carrying the call's errno in
+ *   `std::generic_category()`, with a message that starts with `numaaff: <call>`. Every
+ *   operation that can fail because of the OS also has a `noexcept` overload taking a
+ *   `std::error_code&`, which reports the same error without throwing.
+ * - Conditions that have no errno (for instance: some pages could not be migrated) use
+ *   `numaaff::errc` in `numaaff::error_category()`, also delivered as `std::system_error`, so
+ *   a user catches one type.
+ * - A machine with one node, or a container that forbids migration, is not an error: the
+ *   operation degrades to a correct no-op and the capability report (system_report.hpp) says so.
+ */
+#pragma once
+
+#include <string>
+#include <system_error>
+#include <type_traits>
+
+namespace numaaff {
+
+/// numaaff's own error conditions (those with no errno behind them).
+enum class errc {
+  numa_unavailable = 1,     ///< the kernel has no NUMA support (get_mempolicy: ENOSYS)
+  migration_forbidden,      ///< the kernel refused page migration (seccomp, missing capability)
+  partial_migration,        ///< some pages of a range could not be moved
+  pages_not_populated,      ///< the range has pages that were never touched
+  handler_conflict,         ///< the SIGSEGV handler could not be installed or chained
+  not_this_system,          ///< the topology is synthetic or loaded from XML: nothing is bound
+  feature_unavailable,      ///< the running kernel lacks the call (e.g. set_mempolicy_home_node)
+};
+
+namespace detail {
+class numaaff_category final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "numaaff"; }
+  std::string message(int code) const override {
+    switch (static_cast<errc>(code)) {
+      case errc::numa_unavailable: return "NUMA is not available on this kernel";
+      case errc::migration_forbidden: return "the kernel forbids page migration for this process";
+      case errc::partial_migration: return "some pages could not be migrated";
+      case errc::pages_not_populated: return "some pages of the range were never touched";
+      case errc::handler_conflict: return "the SIGSEGV handler could not be installed";
+      case errc::not_this_system: return "the topology does not describe this system";
+      case errc::feature_unavailable: return "the running kernel does not provide this feature";
+    }
+    return "unknown numaaff error " + std::to_string(code);
+  }
+  std::error_condition default_error_condition(int code) const noexcept override {
+    // Let users compare with the portable std::errc where one fits.
+    switch (static_cast<errc>(code)) {
+      case errc::numa_unavailable:
+      case errc::feature_unavailable: return std::errc::function_not_supported;
+      case errc::migration_forbidden: return std::errc::operation_not_permitted;
+      default: return {code, *this};
+    }
+  }
+};
+}  // namespace detail
+
+/// The category of numaaff::errc codes. Thread-safe; returns a process-wide singleton.
+inline const std::error_category& error_category() noexcept {
+  static const detail::numaaff_category category;
+  return category;
+}
+
+/// Makes `std::error_code ec = numaaff::errc::partial_migration;` work.
+inline std::error_code make_error_code(errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+}  // namespace numaaff
+
+template <>
+struct std::is_error_code_enum<numaaff::errc> : std::true_type {};

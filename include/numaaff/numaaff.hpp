@@ -1,0 +1,16 @@
+/**
+ * @file numaaff.hpp
+ * @brief Umbrella header: everything numaaff offers without optional bridges.
+ *
+ * numaaff places threads and memory on NUMA nodes without kernel changes: node-affine thread
+ * pools with homenodes, NUMA-aware allocators and migration, and next-touch migration. This
+ * header includes every public concept header; the TBB and OpenMP bridges are included
+ * separately so that the core never requires them.
+ */
+#pragma once
+
+#include "config.hpp"
+#include "errors.hpp"
+#include "system_report.hpp"
+#include "topology.hpp"
+#include "version.hpp"

@@ -1,0 +1,263 @@
+/**
+ * @file system_report.hpp
+ * @brief What this machine and kernel let numaaff do, and what numaaff does about each gap.
+ *
+ * numaaff degrades instead of failing: on a one-node machine placement calls are correct
+ * no-ops, and in a container whose seccomp profile forbids `mbind`/`move_pages` migrations are
+ * counted as failed instead of crashing. It never pretends, though: this report, probed once
+ * per process with harmless calls on a scratch page, says which case applies.
+ *
+ * Probed:
+ * - node count, distances and restriction (from topology::system());
+ * - whether the NUMA system calls exist (`get_mempolicy`) and whether this process may migrate
+ *   pages (`move_pages`, `mbind`: EPERM under Docker's default seccomp profile);
+ * - `set_mempolicy_home_node` (Linux 5.17+) and `MPOL_PREFERRED_MANY` (Linux 5.15+);
+ * - whether `move_pages` can see pages of a PROT_NONE range (not on Linux 6.1, yes on 6.12),
+ *   and how the kernel reports a never-touched page (-ENOENT or -EFAULT);
+ * - automatic NUMA balancing, transparent huge pages and `vm.max_map_count`, which change what
+ *   placement a user will observe.
+ *
+ * @code{.cpp}
+ * const numaaff::capability_report& r = numaaff::system_report();
+ * if (!r.placement_effective()) std::puts("placement calls will be no-ops here");
+ * std::cout << r.to_string();
+ * @endcode
+ */
+#pragma once
+
+#include "detail/numa_calls.hpp"
+#include "detail/page.hpp"
+#include "topology.hpp"
+
+#include <sys/mman.h>
+#include <sys/utsname.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace numaaff {
+
+/// Three answers a probe can give.
+enum class probe_state {
+  yes,        ///< present and usable
+  no,         ///< the kernel lacks it (ENOSYS, EINVAL for an unknown mode)
+  forbidden,  ///< present, but this process may not use it (EPERM)
+};
+
+/// One line of the report: a fact and what numaaff does about it.
+struct capability {
+  std::string name;
+  probe_state state;
+  std::string detail;  ///< what the probe saw
+  std::string action;  ///< what numaaff does as a consequence
+};
+
+/**
+ * The capability report. Plain data; copyable.
+ */
+struct capability_report {
+  std::string kernel_release;
+  std::size_t node_count = 1;
+  probe_state numa_syscalls = probe_state::no;     ///< get_mempolicy
+  probe_state migration = probe_state::no;         ///< move_pages and mbind(MPOL_MF_MOVE)
+  probe_state home_node = probe_state::no;         ///< set_mempolicy_home_node
+  probe_state preferred_many = probe_state::no;    ///< MPOL_PREFERRED_MANY
+  probe_state protnone_visible = probe_state::no;  ///< move_pages sees PROT_NONE pages
+  int unpopulated_status = -ENOENT;                ///< move_pages status of a never-touched page
+  int numa_balancing = -1;                         ///< /proc/sys/kernel/numa_balancing, -1 unknown
+  std::string transparent_hugepages;               ///< "always", "madvise", "never" or ""
+  long max_map_count = -1;                         ///< vm.max_map_count, -1 unknown
+  std::vector<capability> items;                   ///< every fact with numaaff's consequence
+
+  /// True when placement calls can really place and move pages: several nodes, the NUMA
+  /// calls exist, and migration is allowed. False means they are documented no-ops.
+  bool placement_effective() const noexcept {
+    return node_count > 1 && numa_syscalls == probe_state::yes && migration == probe_state::yes;
+  }
+
+  /// The report as text: one line per fact, then the topology (`numactl -H` style).
+  std::string to_string() const;
+};
+
+/**
+ * The report for this process, probed on first call and cached.
+ *
+ * Thread-safe; the first call allocates and maps one scratch region (3 pages), later calls
+ * neither allocate nor block. Never throws for a missing or forbidden feature (that is what it
+ * reports); throws only what topology::system() throws.
+ */
+const capability_report& system_report();
+
+/// Probes again now, against `topo` (for tests and after changing the environment).
+capability_report probe_capabilities(const topology& topo);
+
+// ---- implementation ---------------------------------------------------------------------
+
+namespace detail {
+
+inline probe_state state_of(int error, int missing_errno = ENOSYS) noexcept {
+  if (error == 0) return probe_state::yes;
+  if (error == EPERM || error == EACCES) return probe_state::forbidden;
+  if (error == missing_errno || error == ENOSYS) return probe_state::no;
+  return probe_state::no;
+}
+
+inline std::string read_first_line(const char* path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+inline std::string errno_name(int e) {
+  switch (e) {
+    case 0: return "ok";
+    case EPERM: return "EPERM";
+    case ENOSYS: return "ENOSYS";
+    case EINVAL: return "EINVAL";
+    case ENOENT: return "ENOENT";
+    case EFAULT: return "EFAULT";
+    case ENOMEM: return "ENOMEM";
+    case ENODEV: return "ENODEV";
+    case EACCES: return "EACCES";
+    default: return "errno " + std::to_string(e);
+  }
+}
+
+inline const char* state_name(probe_state s) noexcept {
+  switch (s) {
+    case probe_state::yes: return "yes";
+    case probe_state::no: return "no";
+    case probe_state::forbidden: return "forbidden";
+  }
+  return "?";
+}
+
+}  // namespace detail
+
+inline capability_report probe_capabilities(const topology& topo) {
+  using detail::errno_name;
+  capability_report r;
+  r.node_count = topo.node_count();
+  utsname u{};
+  if (::uname(&u) == 0) r.kernel_release = u.release;
+
+  int mode = 0;
+  const auto gm = detail::sys_get_mempolicy(&mode, nullptr, 0, nullptr, 0);
+  r.numa_syscalls = detail::state_of(gm.error);
+
+  // A scratch region: page 0 is touched (migration probes), page 1 is touched then protected
+  // (PROT_NONE visibility), page 2 is never touched (how "unpopulated" is reported).
+  const std::size_t ps = detail::page_size();
+  const auto map = detail::sys_mmap(3 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+  int move_error = ENOMEM;
+  int mbind_error = ENOMEM;
+  int home_error = ENOMEM;
+  int many_error = ENOMEM;
+  int protnone_status = -ENOMEM;
+  if (map) {
+    char* base = static_cast<char*>(map.value);
+    std::memset(base, 1, 2 * ps);
+    const int here = current_node();
+    void* page = base;
+    int status = 0;
+    const auto mv = detail::sys_move_pages(1, &page, &here, &status, 0);
+    move_error = mv.error;
+    const auto mb = detail::sys_mbind(base, ps, MPOL_DEFAULT, nullptr, 0, MPOL_MF_MOVE);
+    mbind_error = mb.error;
+    // Range of length 0: the kernel validates the call and returns 0 without changing anything.
+    home_error = detail::sys_set_mempolicy_home_node(base, 0, static_cast<unsigned long>(here), 0).error;
+    unsigned long mask[16] = {};
+    if (here >= 0 && here < static_cast<int>(sizeof(mask) * 8)) {
+      mask[static_cast<unsigned>(here) / (8 * sizeof(unsigned long))] |= 1UL << (static_cast<unsigned>(here) % (8 * sizeof(unsigned long)));
+      many_error = detail::sys_mbind(base, ps, MPOL_PREFERRED_MANY, mask, sizeof(mask) * 8, 0).error;
+      detail::sys_mbind(base, ps, MPOL_DEFAULT, nullptr, 0, 0);
+    }
+    void* guarded = base + ps;
+    if (detail::sys_mprotect(guarded, ps, PROT_NONE)) {
+      const auto q = detail::sys_move_pages(1, &guarded, nullptr, &protnone_status, 0);
+      if (!q) protnone_status = -q.error;
+      detail::sys_mprotect(guarded, ps, PROT_READ | PROT_WRITE);
+    }
+    void* untouched = base + 2 * ps;
+    int unpop = 0;
+    if (detail::sys_move_pages(1, &untouched, nullptr, &unpop, 0) && unpop < 0) r.unpopulated_status = unpop;
+    detail::sys_munmap(base, 3 * ps);
+  }
+  r.migration = (move_error == 0 && mbind_error == 0) ? probe_state::yes
+                : (move_error == EPERM || mbind_error == EPERM) ? probe_state::forbidden
+                                                                 : probe_state::no;
+  r.home_node = detail::state_of(home_error);
+  r.preferred_many = detail::state_of(many_error, EINVAL);
+  r.protnone_visible = protnone_status >= 0 ? probe_state::yes : probe_state::no;
+
+  int value = 0;
+  if (detail::parse_int(detail::read_first_line("/proc/sys/kernel/numa_balancing"), value)) r.numa_balancing = value;
+  const std::string thp = detail::read_first_line("/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::size_t lb = thp.find('['), rb = thp.find(']');
+  if (lb != std::string::npos && rb != std::string::npos && rb > lb) r.transparent_hugepages = thp.substr(lb + 1, rb - lb - 1);
+  if (detail::parse_int(detail::read_first_line("/proc/sys/vm/max_map_count"), value)) r.max_map_count = value;
+
+  const bool multi = r.node_count > 1;
+  r.items.push_back({"numa nodes", multi ? probe_state::yes : probe_state::no,
+                     std::to_string(r.node_count) + " usable (" + detail::format_list(topo.nodes()) + ")" +
+                         (topo.is_restricted() ? "; " + topo.restriction() : ""),
+                     multi ? "placement policies, migration and next-touch act on these nodes"
+                           : "one node: placement and migration calls succeed as no-ops; the thread pool runs "
+                             "one node"});
+  r.items.push_back({"numa system calls", r.numa_syscalls, "get_mempolicy: " + errno_name(gm.error),
+                     r.numa_syscalls == probe_state::yes ? "used directly (mbind, move_pages, get_mempolicy)"
+                                                         : "every placement call is a no-op and says so"});
+  r.items.push_back({"page migration", r.migration,
+                     "move_pages: " + errno_name(move_error) + ", mbind(MPOL_MF_MOVE): " + errno_name(mbind_error),
+                     r.migration == probe_state::yes
+                         ? "move_to and next-touch migrate pages"
+                         : "migrations are counted as failed pages (errc::migration_forbidden); next-touch "
+                           "still re-opens every armed range, so data stays reachable"});
+  r.items.push_back({"set_mempolicy_home_node (5.17+)", r.home_node, errno_name(home_error),
+                     r.home_node == probe_state::yes ? "set_home_node uses it"
+                                                     : "set_home_node reports errc::feature_unavailable"});
+  r.items.push_back({"MPOL_PREFERRED_MANY (5.15+)", r.preferred_many, "mbind: " + errno_name(many_error),
+                     r.preferred_many == probe_state::yes
+                         ? "prefer() with several nodes uses it"
+                         : "prefer() with several nodes falls back to MPOL_PREFERRED on the nearest one"});
+  r.items.push_back({"move_pages sees PROT_NONE pages", r.protnone_visible,
+                     protnone_status >= 0 ? "status node " + std::to_string(protnone_status)
+                                          : "status " + errno_name(-protnone_status),
+                     "next-touch re-opens a chunk before moving it, which works on every kernel"});
+  r.items.push_back({"never-touched page status", probe_state::yes, errno_name(-r.unpopulated_status),
+                     "where() counts -ENOENT and -EFAULT alike as unpopulated"});
+  r.items.push_back({"automatic NUMA balancing", r.numa_balancing > 0 ? probe_state::yes : probe_state::no,
+                     r.numa_balancing < 0 ? "unknown" : "kernel.numa_balancing=" + std::to_string(r.numa_balancing),
+                     r.numa_balancing > 0 ? "the kernel may move pages after numaaff placed them; set "
+                                            "kernel.numa_balancing=0 for strict placement"
+                                          : "pages stay where numaaff puts them"});
+  r.items.push_back({"transparent huge pages", r.transparent_hugepages == "never" ? probe_state::no : probe_state::yes,
+                     r.transparent_hugepages.empty() ? "unknown" : r.transparent_hugepages,
+                     "huge pages move as a whole; partial protection splits them"});
+  r.items.push_back({"vm.max_map_count", probe_state::yes, r.max_map_count < 0 ? "unknown" : std::to_string(r.max_map_count),
+                     "next-touch merges chunks when mprotect runs out of mappings (ENOMEM)"});
+  return r;
+}
+
+inline const capability_report& system_report() {
+  static const capability_report report = probe_capabilities(topology::system());
+  return report;
+}
+
+inline std::string capability_report::to_string() const {
+  std::string s = "numaaff capability report (kernel " + kernel_release + ")\n";
+  std::size_t width = 0;
+  for (const capability& c : items) width = std::max(width, c.name.size());
+  for (const capability& c : items) {
+    s += "  " + c.name + std::string(width - c.name.size() + 2, ' ') + detail::state_name(c.state) + ": " +
+         c.detail + "\n" + std::string(width + 6, ' ') + "-> " + c.action + "\n";
+  }
+  s += std::string("placement effective: ") + (placement_effective() ? "yes" : "no (placement calls are no-ops here)") + "\n";
+  return s;
+}
+
+}  // namespace numaaff

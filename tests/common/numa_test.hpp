@@ -1,0 +1,42 @@
+// Helpers for tests that need several NUMA nodes. On a one-node host such a test skips with a
+// message saying how to run it for real; inside the emulated VM (tests/vm/run-numa-suite sets
+// NUMAAFF_TEST_REQUIRE_NODES) the same shortage is a failure, so the multi-node suite can never
+// pass by skipping.
+#pragma once
+
+#include "placement_check.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace numaaff_test {
+
+/// Nodes the rig promised (0 when not running under the rig).
+inline int vm_required_nodes() {
+  const char* v = std::getenv("NUMAAFF_TEST_REQUIRE_NODES");
+  return v != nullptr ? std::atoi(v) : 0;
+}
+
+/// Integer environment variable set by the rig, or `fallback`.
+inline int vm_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
+}  // namespace numaaff_test
+
+/// Skips (host) or fails (VM) unless the kernel shows at least `n` online NUMA nodes.
+#define NUMAAFF_REQUIRE_NODES(n)                                                                    \
+  do {                                                                                              \
+    const int have_ = static_cast<int>(::numaaff_test::sysfs_nodes().size());                     \
+    if (have_ < (n)) {                                                                              \
+      if (::numaaff_test::vm_required_nodes() > 0) {                                                \
+        FAIL() << "needs >= " << (n) << " NUMA nodes but the rig's guest has " << have_;           \
+      }                                                                                             \
+      GTEST_SKIP() << "needs >= " << (n) << " NUMA nodes (this host has " << have_                  \
+                   << "); run it in the emulated NUMA VM: tests/vm/run-numa-suite --build-dir BUILD"; \
+    }                                                                                               \
+  } while (0)

@@ -1,0 +1,71 @@
+// Topology on a real multi-node kernel (inside the emulated VM): numaaff's view equals the
+// kernel's, current_node() follows the thread, and a process started under numactl sees only
+// the node it was given.
+#include <numaaff/topology.hpp>
+
+#include "../common/numa_test.hpp"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+TEST(TopologyNuma, MatchesTheKernel) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const numaaff::topology& t = numaaff::topology::system();
+  EXPECT_EQ(t.nodes(), numaaff_test::sysfs_nodes());
+  EXPECT_FALSE(t.is_restricted()) << t.restriction();
+  EXPECT_EQ(t.distances_from(), numaaff::distance_source::firmware);
+  for (int n : t.nodes()) {
+    EXPECT_EQ(t.cpus_of(n), numaaff_test::sysfs_cpus_of(n)) << "node " << n;
+    const std::vector<int> row = numaaff_test::sysfs_distances(n);
+    for (std::size_t j = 0; j < row.size(); ++j) EXPECT_EQ(t.distance(n, t.nodes()[j]), row[j]);
+    EXPECT_GT(t.memory_of(n), 64u << 20);
+    const std::vector<int> order = t.nodes_by_distance(n);
+    EXPECT_EQ(order.front(), n);
+    for (std::size_t k = 1; k < order.size(); ++k) EXPECT_LE(t.distance(n, order[k - 1]), t.distance(n, order[k]));
+  }
+}
+
+TEST(TopologyNuma, CurrentNodeFollowsTheThread) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const numaaff::topology& t = numaaff::topology::system();
+  for (int n : t.nodes()) {
+    int seen = -2;
+    std::thread th([&] {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : t.cpus_of(n)) CPU_SET(static_cast<std::size_t>(c), &set);
+      if (sched_setaffinity(0, sizeof set, &set) == 0) seen = numaaff::current_node();
+    });
+    th.join();
+    EXPECT_EQ(seen, n);
+  }
+}
+
+std::string run(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (p == nullptr) return {};
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+  pclose(p);
+  return out;
+}
+
+TEST(TopologyNuma, NumactlCpuNodeBindRestrictsTheView) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const int last = numaaff_test::sysfs_nodes().back();
+  const std::string out = run("numactl -N " + std::to_string(last) + " " NUMAAFF_TOPOLOGY_PROBE);
+  EXPECT_NE(out.find("nodes=" + std::to_string(last) + "\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("restricted=1"), std::string::npos) << out;
+  const std::string free_run = run(NUMAAFF_TOPOLOGY_PROBE);
+  EXPECT_NE(free_run.find("restricted=0"), std::string::npos) << free_run;
+}
+
+}  // namespace
