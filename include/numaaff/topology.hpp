@@ -463,28 +463,25 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
   // Distances: the first NUMA-node matrix hwloc has (Linux: sysfs node*/distance, from the
   // ACPI SLIT; XML: whatever was exported), else defaults.
   const std::size_t n = topo.nodes_.size();
-  std::vector<std::vector<int>> m(n, std::vector<int>(n, default_remote_distance));
-  for (std::size_t i = 0; i < n; ++i) m[i][i] = local_distance;
+  topo.distances_.assign(n * n, default_remote_distance);
+  for (std::size_t i = 0; i < n; ++i) topo.distances_[i * n + i] = local_distance;
   unsigned nr = 1;
   hwloc_distances_s* dist = nullptr;
   bool firmware = false;
   if (hwloc_distances_get_by_type(t, HWLOC_OBJ_NUMANODE, &nr, &dist, 0, 0) == 0 && nr == 1 && dist != nullptr) {
-    std::vector<int> at(n, -1);  // our index -> index in the hwloc matrix
+    std::vector<std::size_t> at(n, npos);  // our index -> index in the hwloc matrix
     for (unsigned k = 0; k < dist->nbobjs; ++k) {
       const std::size_t i = topo.index_of(static_cast<node_id>(dist->objs[k]->os_index));
-      if (i != npos) at[i] = static_cast<int>(k);
+      if (i != npos) at[i] = k;
     }
-    firmware = std::all_of(at.begin(), at.end(), [](int k) { return k >= 0; });
+    firmware = std::find(at.begin(), at.end(), npos) == at.end();
     if (firmware) {
       for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = 0; j < n; ++j)
-          m[i][j] = static_cast<int>(dist->values[static_cast<std::size_t>(at[i]) * dist->nbobjs + static_cast<std::size_t>(at[j])]);
+          topo.distances_[i * n + j] = static_cast<int>(dist->values[at[i] * dist->nbobjs + at[j]]);
     }
     hwloc_distances_release(t, dist);
   }
-  topo.distances_.assign(n * n, 0);
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < n; ++j) topo.distances_[i * n + j] = m[i][j];
   topo.distance_source_ = firmware ? distance_source::firmware : distance_source::defaults;
   return topo;
 }

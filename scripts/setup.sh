@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# setup.sh: install what building and testing numaaff needs, from Debian 12 packages only.
+# Runs apt-get as root, or through sudo. Quiet when everything is already there.
+set -euo pipefail
+
+packages=(
+    # toolchains and build
+    g++ clang libclang-rt-14-dev cmake make pkg-config
+    # numaaff's dependencies
+    libhwloc-dev libnuma-dev
+    # tests, benchmarks, the TBB bridge
+    libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev numactl util-linux
+    # the emulated NUMA VM (tests/vm): qemu, a static busybox, kernel unpacking
+    qemu-system-x86 busybox-static lz4 zstd xz-utils binutils apt-utils
+)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+
+if [ "$(id -u)" = 0 ]; then
+    as_root=()
+elif command -v sudo >/dev/null; then
+    as_root=(sudo)
+else
+    echo "setup.sh: these packages are missing and installing them needs root or sudo: ${missing[*]}" >&2
+    exit 1
+fi
+echo "setup.sh: installing ${missing[*]}"
+"${as_root[@]}" apt-get update -qq
+# the VM rig resolves kernel packages with apt-cache: the lists above are now current
+DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
