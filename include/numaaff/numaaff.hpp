@@ -9,8 +9,10 @@
  */
 #pragma once
 
+#include "allocator.hpp"
 #include "config.hpp"
 #include "errors.hpp"
+#include "memory.hpp"
 #include "system_report.hpp"
 #include "topology.hpp"
 #include "version.hpp"

@@ -47,4 +47,12 @@ namespace numaaff::detail {
 #endif
 }
 
+[[noreturn]] inline void throw_bad_array_new_length() {
+#if defined(NUMAAFF_NO_EXCEPTIONS)
+  fatal("allocation failure", "array length overflows size_t");
+#else
+  throw std::bad_array_new_length();
+#endif
+}
+
 }  // namespace numaaff::detail

@@ -1,0 +1,381 @@
+/**
+ * @file allocator.hpp
+ * @brief Memory that lands on a chosen NUMA node: raw blocks, STL allocators, std::pmr resources.
+ *
+ * Three placements:
+ * - **on a node**: `allocate_on_node`, `node_allocator<T>`, `node_resource`: every page on
+ *   that node (MPOL_BIND; with `alloc_options::strict = false`, MPOL_PREFERRED: that node
+ *   while it has memory).
+ * - **interleaved**: `allocate_interleaved`, `interleave_allocator<T>`, `interleave_resource`:
+ *   large blocks spread page by page over the nodes; small blocks round-robin over them.
+ * - **local**: `local_allocator<T>`, `local_resource`: on the calling thread's homenode (set by
+ *   numaaff's thread pool or set_homenode()), else the node it is running on now.
+ *
+ * How: blocks above 32 KiB are their own mapping, bound with mbind and unmapped on free. Smaller
+ * blocks come from per-node arenas of bound 256 KiB slabs with a per-thread cache, so a small
+ * allocate/free costs about what malloc does, not a system call (numa_alloc_onnode makes one
+ * mmap per call and rounds every block up to a page). Freed memory is reused on its own node only.
+ *
+ * When pages are placed: at first touch, on the chosen node, by default. `populate = true`
+ * places a large block's pages during allocation (and refuses, with std::bad_alloc, a strict
+ * block larger than the node's free memory, instead of meeting the OOM killer later).
+ * `huge_pages = true` aligns large blocks to 2 MiB and asks for transparent huge pages.
+ *
+ * One node: everything works; all memory is on node 0.
+ *
+ * @code{.cpp}
+ * std::vector<double, numaaff::node_allocator<double>> v(1 << 20, 0.0, numaaff::node_allocator<double>(1));
+ * numaaff::node_resource on2(2);
+ * std::pmr::vector<int> w(&on2);       // pmr containers get it for free
+ * @endcode
+ */
+#pragma once
+
+#include "detail/arena.hpp"
+#include "detail/homenode.hpp"
+#include "detail/throw.hpp"
+#include "memory.hpp"
+#include "topology.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <limits>
+#include <memory>
+#include <memory_resource>
+#include <new>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <vector>
+
+namespace numaaff {
+
+/// Placement options of allocators and resources (see the file comment).
+using alloc_options = detail::placement_options;
+
+/**
+ * The calling thread's homenode: the one numaaff's thread pool or set_homenode() gave it, else
+ * the node it runs on now. Thread-safe, no allocation, no blocking.
+ */
+inline node_id this_homenode() {
+  return detail::thread_homenode >= 0 ? detail::thread_homenode : current_node();
+}
+
+/**
+ * Sets the calling thread's homenode (memory only: it does not move the thread; the thread
+ * pool's workers are bound to theirs). `-1` clears it.
+ * @throws std::invalid_argument for a node the kernel does not have.
+ */
+inline void set_homenode(node_id node) {
+  if (node != -1) detail::require_node("set_homenode", node);
+  detail::thread_homenode = node;
+}
+
+namespace detail {
+
+/// The typedefs of a stateful allocator that travels with its container.
+struct propagating_allocator {
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  using is_always_equal = std::false_type;
+};
+
+inline void* allocate_or_throw(std::size_t bytes, std::size_t align, node_id node, const alloc_options& o) {
+  std::error_code ec;
+  void* p = numa_allocate(bytes, align, node, o, ec);
+  if (p != nullptr) return p;
+  if (ec == std::errc::not_enough_memory || ec == std::errc::resource_unavailable_try_again) throw_bad_alloc();
+  throw_system_error(ec, ec.value() == EPERM || ec.value() == EINVAL ? "mbind" : "mmap");
+}
+
+/// Shared state of interleaving allocators: the nodes and a round-robin cursor.
+struct interleave_state {
+  std::vector<node_id> nodes;
+  alloc_options options;
+  std::atomic<std::size_t> next{0};
+  node_id pick() noexcept { return nodes[next.fetch_add(1, std::memory_order_relaxed) % nodes.size()]; }
+};
+
+inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::size_t align) {
+  if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), s.options);
+  // A large block: map it on the first node, then interleave its pages over all of them.
+  void* p = allocate_or_throw(bytes, align, s.nodes.front(), alloc_options{false, false, s.options.huge_pages});
+  // A transparent huge page lands on one node whole: page-by-page interleaving needs them off.
+  if (!s.options.huge_pages) call(sys::madvise, [&] { return ::madvise(p, align_up(bytes, page_size()), MADV_NOHUGEPAGE); });
+  std::error_code ec;
+  interleave(p, bytes, s.nodes, policy_options{}, ec);
+  if (ec) {
+    numa_deallocate(p, bytes, align, alloc_options{false, false, s.options.huge_pages});
+    throw_system_error(ec, "mbind");
+  }
+  if (s.options.populate) {
+    const std::size_t ps = page_size();
+    for (std::size_t off = 0; off < bytes; off += ps) static_cast<volatile char*>(p)[off] = 0;
+  }
+  return p;
+}
+
+inline void interleave_deallocate(const interleave_state& s, void* p, std::size_t bytes, std::size_t align) noexcept {
+  if (is_small(bytes, align)) return numa_deallocate(p, bytes, align, s.options);
+  numa_deallocate(p, bytes, align, alloc_options{false, false, s.options.huge_pages});
+}
+
+}  // namespace detail
+
+// ---- raw blocks -------------------------------------------------------------------------
+
+/**
+ * `bytes` of memory on `node`, page-aligned for large blocks (and 16-byte or more aligned
+ * always). Free with deallocate(p, bytes, options) giving the same size and options.
+ *
+ * Thread-safe. Small blocks take no system call in the common case.
+ * @throws std::invalid_argument for a node the kernel does not have.
+ * @throws std::bad_alloc when memory runs out (or a strict populated block exceeds the node's
+ *         free memory); std::system_error named "mbind" if the kernel refuses the placement.
+ */
+inline void* allocate_on_node(std::size_t bytes, node_id node, alloc_options options = {}) {
+  detail::require_node("allocate_on_node", node);
+  return detail::allocate_or_throw(bytes, alignof(std::max_align_t), node, options);
+}
+/// Same, reporting failure as nullptr + ec.
+inline void* allocate_on_node(std::size_t bytes, node_id node, alloc_options options, std::error_code& ec) noexcept {
+  if (!detail::valid_node(node)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return nullptr;
+  }
+  return detail::numa_allocate(bytes, alignof(std::max_align_t), node, options, ec);
+}
+/// Frees a block from allocate_on_node. Thread-safe, never throws.
+inline void deallocate(void* p, std::size_t bytes, alloc_options options = {}) noexcept {
+  detail::numa_deallocate(p, bytes, alignof(std::max_align_t), options);
+}
+
+// ---- STL allocators ---------------------------------------------------------------------
+
+/**
+ * A standard allocator placing every element on one node. Stateful: two allocators are equal
+ * when they place on the same node with the same options, and the propagate traits are true,
+ * so containers carry their node along on copy, move and swap.
+ *
+ * Thread-safe (allocate/deallocate may be called from any thread; memory freed is reused on
+ * its own node). Throws std::bad_alloc when out of memory.
+ */
+template <class T>
+class node_allocator : public detail::propagating_allocator {
+ public:
+  using value_type = T;
+
+  /// @throws std::invalid_argument for a node the kernel does not have.
+  explicit node_allocator(node_id node, alloc_options options = {}) : node_(node), options_(options) {
+    detail::require_node("node_allocator", node);
+  }
+  template <class U>
+  node_allocator(const node_allocator<U>& other) noexcept : node_(other.node()), options_(other.options()) {}
+
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
+    return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), node_, options_));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { detail::numa_deallocate(p, n * sizeof(T), alignof(T), options_); }
+
+  node_id node() const noexcept { return node_; }
+  const alloc_options& options() const noexcept { return options_; }
+
+  template <class U>
+  friend bool operator==(const node_allocator& a, const node_allocator<U>& b) noexcept {
+    return a.node() == b.node() && a.options().strict == b.options().strict &&
+           a.options().populate == b.options().populate && a.options().huge_pages == b.options().huge_pages;
+  }
+  template <class U>
+  friend bool operator!=(const node_allocator& a, const node_allocator<U>& b) noexcept {
+    return !(a == b);
+  }
+
+ private:
+  node_id node_;
+  alloc_options options_;
+};
+
+/**
+ * A standard allocator spreading memory over several nodes: a large block (above 32 KiB) page
+ * by page, small blocks round-robin. Copies share one cursor and compare equal.
+ */
+template <class T>
+class interleave_allocator : public detail::propagating_allocator {
+ public:
+  using value_type = T;
+
+  /// @throws std::invalid_argument for an empty list or a node the kernel does not have.
+  explicit interleave_allocator(std::vector<node_id> nodes, alloc_options options = {}) {
+    detail::require_nodes("interleave_allocator", nodes);
+    state_ = std::make_shared<detail::interleave_state>();
+    state_->nodes = std::move(nodes);
+    state_->options = options;
+  }
+  template <class U>
+  interleave_allocator(const interleave_allocator<U>& other) noexcept : state_(other.state()) {}
+
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
+    return static_cast<T*>(detail::interleave_allocate(*state_, n * sizeof(T), alignof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { detail::interleave_deallocate(*state_, p, n * sizeof(T), alignof(T)); }
+
+  const std::vector<node_id>& nodes() const noexcept { return state_->nodes; }
+  const std::shared_ptr<detail::interleave_state>& state() const noexcept { return state_; }
+
+  template <class U>
+  friend bool operator==(const interleave_allocator& a, const interleave_allocator<U>& b) noexcept {
+    return a.state() == b.state();
+  }
+  template <class U>
+  friend bool operator!=(const interleave_allocator& a, const interleave_allocator<U>& b) noexcept {
+    return !(a == b);
+  }
+
+ private:
+  std::shared_ptr<detail::interleave_state> state_;
+};
+
+/**
+ * A stateless standard allocator placing memory on the calling thread's homenode at the time
+ * of each allocation (this_homenode()). All instances are equal: memory may be freed from any
+ * thread and returns to the node it came from.
+ */
+template <class T>
+class local_allocator {
+ public:
+  using value_type = T;
+  using is_always_equal = std::true_type;
+
+  local_allocator() noexcept = default;
+  template <class U>
+  local_allocator(const local_allocator<U>&) noexcept {}
+
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
+    return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), this_homenode(), alloc_options{}));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { detail::numa_deallocate(p, n * sizeof(T), alignof(T), alloc_options{}); }
+
+  template <class U>
+  friend bool operator==(const local_allocator&, const local_allocator<U>&) noexcept {
+    return true;
+  }
+  template <class U>
+  friend bool operator!=(const local_allocator&, const local_allocator<U>&) noexcept {
+    return false;
+  }
+};
+
+// ---- std::pmr resources ------------------------------------------------------------------
+
+/**
+ * A `std::pmr::memory_resource` placing every block on one node (same placement as
+ * node_allocator). Thread-safe. Equal to another node_resource with the same node and options.
+ */
+class node_resource final : public std::pmr::memory_resource {
+ public:
+  /// @throws std::invalid_argument for a node the kernel does not have.
+  explicit node_resource(node_id node, alloc_options options = {}) : node_(node), options_(options) {
+    detail::require_node("node_resource", node);
+  }
+  node_id node() const noexcept { return node_; }
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    return detail::allocate_or_throw(bytes, align, node_, options_);
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    detail::numa_deallocate(p, bytes, align, options_);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    const auto* o = dynamic_cast<const node_resource*>(&other);
+    return o != nullptr && o->node_ == node_ && o->options_.strict == options_.strict &&
+           o->options_.populate == options_.populate && o->options_.huge_pages == options_.huge_pages;
+  }
+  node_id node_;
+  alloc_options options_;
+};
+
+/// A `std::pmr::memory_resource` interleaving over nodes (same placement as interleave_allocator).
+class interleave_resource final : public std::pmr::memory_resource {
+ public:
+  /// @throws std::invalid_argument for an empty list or a node the kernel does not have.
+  explicit interleave_resource(std::vector<node_id> nodes, alloc_options options = {}) {
+    detail::require_nodes("interleave_resource", nodes);
+    state_.nodes = std::move(nodes);
+    state_.options = options;
+  }
+  const std::vector<node_id>& nodes() const noexcept { return state_.nodes; }
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override { return detail::interleave_allocate(state_, bytes, align); }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    detail::interleave_deallocate(state_, p, bytes, align);
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override { return this == &other; }
+  detail::interleave_state state_;
+};
+
+/// A `std::pmr::memory_resource` allocating on the calling thread's homenode (as local_allocator).
+class local_resource final : public std::pmr::memory_resource {
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    return detail::allocate_or_throw(bytes, align, this_homenode(), alloc_options{});
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    detail::numa_deallocate(p, bytes, align, alloc_options{});
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    return dynamic_cast<const local_resource*>(&other) != nullptr;
+  }
+};
+
+/// A process-wide local_resource, e.g. for `std::pmr::set_default_resource(&numaaff::local_memory())`.
+inline local_resource& local_memory() noexcept {
+  static local_resource resource;
+  return resource;
+}
+
+// ---- convenience types --------------------------------------------------------------------
+
+/// A vector whose elements live on one node: `numaaff::node_vector<double> v(n, node_allocator<double>(1));`
+template <class T>
+using node_vector = std::vector<T, node_allocator<T>>;
+
+/// Deleter for arrays from make_unique_on_node.
+template <class T>
+struct node_array_deleter {
+  std::size_t count = 0;
+  alloc_options options{};
+  void operator()(T* p) const noexcept {
+    if (p == nullptr) return;
+    for (std::size_t i = count; i > 0; --i) p[i - 1].~T();
+    detail::numa_deallocate(p, count * sizeof(T), alignof(T), options);
+  }
+};
+template <class T>
+using unique_node_array = std::unique_ptr<T[], node_array_deleter<T>>;
+
+/**
+ * `count` value-initialised elements on `node`, owned by a unique_ptr.
+ * @throws as node_allocator::allocate, or what T's constructor throws (nothing leaks).
+ */
+template <class T>
+unique_node_array<T> make_unique_on_node(std::size_t count, node_id node, alloc_options options = {}) {
+  node_allocator<T> a(node, options);
+  T* p = a.allocate(count);
+  std::size_t built = 0;
+  try {
+    for (; built < count; ++built) ::new (static_cast<void*>(p + built)) T();
+  } catch (...) {
+    for (std::size_t i = built; i > 0; --i) p[i - 1].~T();
+    a.deallocate(p, count);
+    throw;
+  }
+  return unique_node_array<T>(p, node_array_deleter<T>{count, options});
+}
+
+}  // namespace numaaff

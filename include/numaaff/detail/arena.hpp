@@ -1,0 +1,326 @@
+// The memory behind numaaff's allocators and resources.
+//
+// Large blocks (above small_limit) are their own mmap, bound to the node with mbind, unmapped
+// on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node and
+// holding blocks of one power-of-two size class, with a header at the slab start naming the
+// node and class. Each thread keeps a small cache of free blocks per (node, class), refilled
+// from and flushed to the node's central free list in batches, so a small allocate/free pair
+// is a few loads and stores, not a system call (numa_alloc_onnode makes one mmap per call).
+// A freed block goes back to the list of the node its slab is bound to: memory is reused on
+// its own node only. Slabs are never returned to the kernel.
+#pragma once
+
+#include "numa_calls.hpp"
+#include "page.hpp"
+#include "throw.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <new>
+#include <string>
+#include <system_error>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+namespace numaaff::detail {
+
+/// How memory is placed (shared by raw allocation, allocators and resources).
+struct placement_options {
+  bool strict = true;       ///< MPOL_BIND (fail rather than spill) instead of MPOL_PREFERRED
+  bool populate = false;    ///< place the pages now instead of at first touch (large blocks)
+  bool huge_pages = false;  ///< 2 MiB-align large blocks and ask for transparent huge pages
+};
+
+inline constexpr std::size_t small_limit = 32 * 1024;
+inline constexpr std::size_t slab_size = 256 * 1024;
+inline constexpr int class_count = 12;  // 16 B .. 32 KiB
+inline constexpr int max_nodes = 1024;  // the kernel's MAX_NUMNODES on x86-64
+inline constexpr int cached_nodes = 16; // thread caches cover nodes below this
+inline constexpr std::uint32_t transfer_batch = 32;
+inline constexpr std::uint32_t slab_magic = 0x4e554d41;  // "NUMA"
+
+inline int size_class(std::size_t bytes, std::size_t align) noexcept {
+  std::size_t need = bytes > align ? bytes : align;
+  if (need < 16) need = 16;
+  int c = 0;
+  for (std::size_t s = 16; s < need; s <<= 1) ++c;
+  return c;
+}
+inline std::size_t class_bytes(int c) noexcept { return std::size_t{16} << c; }
+inline bool is_small(std::size_t bytes, std::size_t align) noexcept {
+  return bytes <= small_limit && align <= small_limit;
+}
+
+struct free_block {
+  free_block* next;
+};
+struct slab_header {
+  std::uint32_t magic;
+  int node;
+  int size_class;
+};
+
+struct central_list {
+  std::mutex lock;
+  free_block* head = nullptr;
+  char* bump = nullptr;  // unused tail of the newest slab
+  char* bump_end = nullptr;
+};
+struct node_arena {
+  central_list lists[class_count];
+};
+
+/// mbind a fresh mapping to one node. MPOL_PREFERRED when not strict.
+inline std::error_code bind_mapping(void* p, std::size_t len, int node, const placement_options& o) noexcept {
+  constexpr std::size_t bits = 8 * sizeof(unsigned long);
+  unsigned long mask[max_nodes / bits] = {};
+  mask[static_cast<std::size_t>(node) / bits] |= 1UL << (static_cast<std::size_t>(node) % bits);
+  const auto r = sys_mbind(p, len, o.strict ? MPOL_BIND : MPOL_PREFERRED, mask, max_nodes + 1, 0);
+  if (r || r.error == ENOSYS) return {};
+  return r.code();
+}
+
+/// A mapping of `len` bytes (page multiple) whose start is aligned to `align` (power of two).
+inline void* map_aligned(std::size_t len, std::size_t align, std::error_code& ec) noexcept {
+  const std::size_t ps = page_size();
+  if (align < ps) align = ps;
+  const std::size_t span = len + align - ps;
+  if (span < len) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+    return nullptr;
+  }
+  const auto m = sys_mmap(span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+  if (!m) {
+    ec = m.code();
+    return nullptr;
+  }
+  const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(m.value);
+  const std::uintptr_t start = align_up(base, align);
+  if (start > base) sys_munmap(m.value, start - base);
+  const std::uintptr_t end = base + span;
+  if (end > start + len) sys_munmap(reinterpret_cast<void*>(start + len), end - start - len);
+  return reinterpret_cast<void*>(start);
+}
+
+/// MemFree of one node in bytes, from sysfs; 0 when unknown.
+inline std::size_t node_free_bytes(int node) {
+  std::ifstream in("/sys/devices/system/node/node" + std::to_string(node) + "/meminfo");
+  std::string word;
+  while (in >> word) {
+    if (word == "MemFree:") {
+      std::size_t kib = 0;
+      in >> kib;
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+/// A large block: its own mapping, bound, optionally huge-page aligned and populated.
+inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const placement_options& o,
+                         std::error_code& ec) noexcept {
+  const std::size_t len = align_up(bytes, page_size());
+  if (len < bytes) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+    return nullptr;
+  }
+  if (o.huge_pages && align < (std::size_t{2} << 20)) align = std::size_t{2} << 20;
+  // A strict, populated block larger than the node's free memory would end in the OOM killer;
+  // refuse it up front instead.
+  if (o.populate && o.strict) {
+    std::size_t free_bytes = 0;
+    try {
+      free_bytes = node_free_bytes(node);
+    } catch (...) {
+    }
+    if (free_bytes != 0 && len > free_bytes) {
+      ec = std::make_error_code(std::errc::not_enough_memory);
+      return nullptr;
+    }
+  }
+  void* p = map_aligned(len, align, ec);
+  if (p == nullptr) return nullptr;
+  if (o.huge_pages) call(sys::madvise, [&] { return ::madvise(p, len, MADV_HUGEPAGE); });
+  ec = bind_mapping(p, len, node, o);
+  if (ec) {
+    sys_munmap(p, len);
+    return nullptr;
+  }
+  if (o.populate) {
+    const auto r = call(sys::madvise, [&] { return ::madvise(p, len, MADV_POPULATE_WRITE); });
+    if (!r) {
+      if (r.error == ENOMEM) {
+        sys_munmap(p, len);
+        ec = r.code();
+        return nullptr;
+      }
+      const std::size_t ps = page_size();  // kernel before 5.14: touch each page
+      for (std::size_t off = 0; off < len; off += ps) static_cast<volatile char*>(p)[off] = 0;
+    }
+  }
+  return p;
+}
+
+// ---- small blocks -----------------------------------------------------------------------
+
+inline node_arena& arena_of(int node) {
+  static std::atomic<node_arena*> arenas[max_nodes] = {};
+  static std::mutex create;
+  node_arena* a = arenas[node].load(std::memory_order_acquire);
+  if (a != nullptr) return *a;
+  std::lock_guard<std::mutex> guard(create);
+  a = arenas[node].load(std::memory_order_relaxed);
+  if (a == nullptr) {
+    a = new node_arena();  // lives for the process: blocks may be freed until exit
+    arenas[node].store(a, std::memory_order_release);
+  }
+  return *a;
+}
+
+/// Takes up to `want` blocks of class `c` on `node` from the central list (carving a new slab
+/// when empty). Returns a chain and its length; nullptr with ec on failure.
+inline free_block* central_take(int node, int c, std::uint32_t want, std::uint32_t& got, std::error_code& ec) noexcept {
+  got = 0;
+  central_list* list = nullptr;
+  try {
+    list = &arena_of(node).lists[c];
+  } catch (...) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+    return nullptr;
+  }
+  const std::size_t size = class_bytes(c);
+  std::lock_guard<std::mutex> guard(list->lock);
+  free_block* chain = nullptr;
+  while (got < want && list->head != nullptr) {
+    free_block* b = list->head;
+    list->head = b->next;
+    b->next = chain;
+    chain = b;
+    ++got;
+  }
+  while (got < want) {
+    if (list->bump == list->bump_end) {
+      void* slab = map_aligned(slab_size, slab_size, ec);
+      if (slab == nullptr) break;
+      ec = bind_mapping(slab, slab_size, node, placement_options{});
+      if (ec) {
+        sys_munmap(slab, slab_size);
+        break;
+      }
+      auto* h = static_cast<slab_header*>(slab);
+      h->magic = slab_magic;
+      h->node = node;
+      h->size_class = c;
+      const std::size_t first = size < 64 ? 64 : size;
+      list->bump = static_cast<char*>(slab) + first;
+      list->bump_end = static_cast<char*>(slab) + slab_size;
+    }
+    auto* b = reinterpret_cast<free_block*>(list->bump);
+    list->bump += size;
+    b->next = chain;
+    chain = b;
+    ++got;
+  }
+  if (got > 0) ec.clear();
+  return chain;
+}
+
+inline void central_give(int node, int c, free_block* chain) noexcept {
+  central_list& list = arena_of(node).lists[c];  // exists: the blocks came from it
+  std::lock_guard<std::mutex> guard(list.lock);
+  while (chain != nullptr) {
+    free_block* next = chain->next;
+    chain->next = list.head;
+    list.head = chain;
+    chain = next;
+  }
+}
+
+struct thread_cache {
+  struct bin {
+    free_block* head = nullptr;
+    std::uint32_t count = 0;
+  };
+  bin bins[cached_nodes][class_count] = {};
+  ~thread_cache() {
+    for (int n = 0; n < cached_nodes; ++n)
+      for (int c = 0; c < class_count; ++c)
+        if (bins[n][c].head != nullptr) central_give(n, c, bins[n][c].head);
+  }
+};
+inline thread_local thread_cache tcache;
+
+inline slab_header* slab_of(const void* p) noexcept {
+  return reinterpret_cast<slab_header*>(align_down(reinterpret_cast<std::uintptr_t>(p), slab_size));
+}
+
+inline void* small_allocate(int node, int c, std::error_code& ec) noexcept {
+  if (node < cached_nodes) {
+    thread_cache::bin& b = tcache.bins[node][c];
+    if (b.head == nullptr) {
+      std::uint32_t got = 0;
+      b.head = central_take(node, c, transfer_batch, got, ec);
+      b.count = got;
+      if (b.head == nullptr) return nullptr;
+    }
+    free_block* blk = b.head;
+    b.head = blk->next;
+    --b.count;
+    return blk;
+  }
+  std::uint32_t got = 0;
+  return central_take(node, c, 1, got, ec);
+}
+
+inline void small_deallocate(void* p) noexcept {
+  const slab_header* h = slab_of(p);
+  const int node = h->node;
+  const int c = h->size_class;
+  auto* blk = static_cast<free_block*>(p);
+  if (node < cached_nodes) {
+    thread_cache::bin& b = tcache.bins[node][c];
+    blk->next = b.head;
+    b.head = blk;
+    if (++b.count > 2 * transfer_batch) {  // keep the cache bounded: hand a batch back
+      free_block* give = b.head;
+      free_block* last = give;
+      for (std::uint32_t i = 1; i < transfer_batch; ++i) last = last->next;
+      b.head = last->next;
+      last->next = nullptr;
+      b.count -= transfer_batch;
+      central_give(node, c, give);
+    }
+    return;
+  }
+  blk->next = nullptr;
+  central_give(node, c, blk);
+}
+
+// ---- the entry points used by allocators and resources -----------------------------------
+
+/// Memory for `bytes` aligned to `align` on `node`; nullptr and ec on failure.
+inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const placement_options& o,
+                           std::error_code& ec) noexcept {
+  ec.clear();
+  if (bytes == 0) bytes = 1;
+  if (is_small(bytes, align) && !o.populate && !o.huge_pages && o.strict) {
+    return small_allocate(node, size_class(bytes, align), ec);
+  }
+  return map_on_node(bytes, align, node, o, ec);
+}
+
+/// Frees what numa_allocate returned, given the same size, alignment and options.
+inline void numa_deallocate(void* p, std::size_t bytes, std::size_t align, const placement_options& o) noexcept {
+  if (p == nullptr) return;
+  if (bytes == 0) bytes = 1;
+  if (is_small(bytes, align) && !o.populate && !o.huge_pages && o.strict) return small_deallocate(p);
+  sys_munmap(p, align_up(bytes, page_size()));
+}
+
+}  // namespace numaaff::detail

@@ -1,0 +1,710 @@
+/**
+ * @file memory.hpp
+ * @brief Where the pages of a range live: policies, migration and the placement report.
+ *
+ * A *memory policy* says on which nodes the kernel places the pages of a range when they are
+ * first touched: `bind` (only these nodes), `interleave` (round-robin over nodes, page by page
+ * or in coarser granules), `prefer` (this node first, others when it is full) and
+ * `set_home_node` (any node, nearest to the home node first; Linux 5.17+). A policy acts on
+ * pages allocated after it is set; the `move_existing` option also migrates pages already
+ * present (MPOL_MF_MOVE). `move_to` migrates existing pages explicitly, in bounded batches, and
+ * `where` reports how many pages of a range are on each node right now (the answer can be
+ * stale as soon as it returns: other threads, automatic NUMA balancing and swapping move pages).
+ *
+ * Ranges: `addr`/`bytes` need not be page-aligned; every call covers each page the range
+ * touches (rounded outward to page boundaries), so neighbouring data on the same pages is
+ * affected too. `bytes == 0` is a no-op. A null `addr` with non-zero `bytes`, a range that
+ * wraps the address space, an empty node list or a node the kernel does not have is a caller
+ * error (`std::invalid_argument`).
+ *
+ * One node: every call works and is a no-op in effect (all pages are on node 0). A kernel
+ * without NUMA system calls (ENOSYS): policies are accepted as no-ops; see system_report().
+ *
+ * @code{.cpp}
+ * std::vector<double> a(1 << 24);
+ * numaaff::move_to(a.data(), a.size() * sizeof(double), 1);      // phase change: data to node 1
+ * numaaff::placement p = numaaff::where(a.data(), a.size() * sizeof(double));
+ * std::printf("%.1f%% on node 1\n", 100 * p.fraction_on(1));
+ * @endcode
+ */
+#pragma once
+
+#include "detail/numa_calls.hpp"
+#include "detail/page.hpp"
+#include "detail/text.hpp"
+#include "detail/throw.hpp"
+#include "errors.hpp"
+#include "topology.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <new>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace numaaff {
+
+/// Options shared by the range policies.
+struct policy_options {
+  /// Also migrate pages already present that do not conform (MPOL_MF_MOVE).
+  bool move_existing = false;
+  /// With move_existing: fail with EIO if some pages could not be moved (MPOL_MF_STRICT).
+  bool strict = false;
+};
+
+// ---- range policies ---------------------------------------------------------------------
+
+/**
+ * Places the pages of the range on `node` only (MPOL_BIND). When the node is full, allocation
+ * fails (the kernel's OOM handling) instead of spilling elsewhere.
+ *
+ * Thread-safe (acts on the address space); allocates nothing; one mbind call.
+ * @throws std::invalid_argument for a null/wrapping range or a node the kernel does not have.
+ * @throws std::system_error named "mbind" if the kernel refuses (EPERM in some containers).
+ */
+void bind(void* addr, std::size_t bytes, node_id node, policy_options options = {});
+void bind(void* addr, std::size_t bytes, node_id node, policy_options options, std::error_code& ec) noexcept;
+/// Same, over several nodes (the kernel picks among them, nearest first).
+void bind(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options options = {});
+void bind(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options options,
+          std::error_code& ec) noexcept;
+
+/**
+ * Spreads the pages of the range over `nodes` round-robin, one page at a time (MPOL_INTERLEAVE).
+ * Same contract as bind(). A transparent huge page is placed whole on one node, so where THP is
+ * enabled for the range (`madvise` or `always` mode) the effective granule is 2 MiB; call
+ * `madvise(MADV_NOHUGEPAGE)` first for page granularity (numaaff's interleaving allocators do).
+ */
+void interleave(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options options = {});
+void interleave(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options options,
+                std::error_code& ec) noexcept;
+/**
+ * Spreads the range over `nodes` in granules of `granularity` bytes (a multiple of the page
+ * size): granule i is bound to nodes[i % nodes.size()]. One mbind per granule, and each granule
+ * becomes its own kernel mapping (VMA): keep ranges / granularity well below vm.max_map_count.
+ * A granularity of one page is MPOL_INTERLEAVE.
+ * @throws std::invalid_argument if `granularity` is not a non-zero multiple of the page size.
+ */
+void interleave(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, std::size_t granularity,
+                policy_options options = {});
+void interleave(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, std::size_t granularity,
+                policy_options options, std::error_code& ec) noexcept;
+
+/**
+ * Places pages on `node` while it has memory, elsewhere afterwards (MPOL_PREFERRED).
+ * Same contract as bind().
+ */
+void prefer(void* addr, std::size_t bytes, node_id node, policy_options options = {});
+void prefer(void* addr, std::size_t bytes, node_id node, policy_options options, std::error_code& ec) noexcept;
+/**
+ * Prefers any of `nodes` (MPOL_PREFERRED_MANY, Linux 5.15+). On older kernels it prefers the
+ * first node listed (MPOL_PREFERRED), which system_report() announces.
+ */
+void prefer(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options options = {});
+void prefer(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options options,
+            std::error_code& ec) noexcept;
+
+/**
+ * Makes `home` the first choice for the range's pages, with every other node as fallback in
+ * distance order: MPOL_BIND over all nodes plus set_mempolicy_home_node (Linux 5.17+).
+ * @throws std::system_error with numaaff::errc::feature_unavailable on older kernels; the
+ *         range's policy is then left as it was (default).
+ */
+void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options options = {});
+void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options options, std::error_code& ec) noexcept;
+
+/// Back to the process's default policy (MPOL_DEFAULT: first touch) for the range.
+void reset_policy(void* addr, std::size_t bytes);
+void reset_policy(void* addr, std::size_t bytes, std::error_code& ec) noexcept;
+
+// ---- migration --------------------------------------------------------------------------
+
+/// What move_to() did, page by page.
+struct move_result {
+  std::size_t total = 0;          ///< pages in the range
+  std::size_t moved = 0;          ///< now on the target, were elsewhere
+  std::size_t already_there = 0;  ///< were on the target before the call
+  std::size_t unpopulated = 0;    ///< never touched: nothing to move (placed by policy at first touch)
+  std::size_t failed = 0;         ///< could not be moved (busy, target full, not permitted)
+  int first_error = 0;            ///< errno of the first failed page, 0 if none
+  /// True when every populated page is now on the target.
+  bool complete() const noexcept { return failed == 0; }
+};
+
+/**
+ * Migrates every populated page of the range to `target`, preserving contents.
+ *
+ * Batched: the range is walked in bounded batches (no per-range page arrays, whatever its
+ * size); each batch costs one placement query and one move_pages call for the pages not yet
+ * on the target. Pages that report EBUSY are retried a bounded number of times; after a
+ * transparent huge page moves, its tail pages may report EBUSY although they moved, so they
+ * are re-queried before being counted as failed.
+ *
+ * Thread-safe; allocates O(batch) scratch; blocks for the duration of the copies.
+ * @throws std::invalid_argument for a bad range or unknown node.
+ * @throws std::system_error named "move_pages" only if the call fails as a whole (EPERM: the
+ *         kernel forbids migration; ENOMEM). Per-page failures are in the result instead.
+ * @note The data stays intact and readable whatever happens. One node: everything is already
+ *       there.
+ */
+move_result move_to(void* addr, std::size_t bytes, node_id target);
+move_result move_to(void* addr, std::size_t bytes, node_id target, std::error_code& ec) noexcept;
+
+// ---- placement report -------------------------------------------------------------------
+
+/// Pages per node of a range, as returned by where().
+class placement {
+ public:
+  /// Resident pages on node `n` (0 for a node without pages or not in the system).
+  std::size_t pages_on(node_id n) const noexcept {
+    return n >= 0 && static_cast<std::size_t>(n) < per_node_.size() ? per_node_[static_cast<std::size_t>(n)] : 0;
+  }
+  /// Pages never touched (the kernel reports -ENOENT or -EFAULT, depending on version).
+  std::size_t unpopulated() const noexcept { return unpopulated_; }
+  /// Pages whose placement could not be read (other errors).
+  std::size_t unknown() const noexcept { return unknown_; }
+  /// Pages in the range.
+  std::size_t total() const noexcept { return total_; }
+  /// Pages with a known node.
+  std::size_t resident() const noexcept { return total_ - unpopulated_ - unknown_; }
+  /// Nodes holding at least one page, ascending.
+  std::vector<node_id> nodes() const;
+  /// The node holding most resident pages (lowest number on ties), -1 if none is resident.
+  node_id dominant_node() const noexcept;
+  /// Share of the resident pages that are on `n` (0 when none is resident).
+  double fraction_on(node_id n) const noexcept {
+    return resident() == 0 ? 0.0 : static_cast<double>(pages_on(n)) / static_cast<double>(resident());
+  }
+  /// "pages 512: node0 256, node1 256, unpopulated 0".
+  std::string to_string() const;
+
+  /// Adds one page's move_pages status (for where() and tests).
+  void add_status(int status) {
+    ++total_;
+    if (status >= 0) {
+      if (static_cast<std::size_t>(status) >= per_node_.size()) per_node_.resize(static_cast<std::size_t>(status) + 1, 0);
+      ++per_node_[static_cast<std::size_t>(status)];
+    } else if (status == -ENOENT || status == -EFAULT) {
+      ++unpopulated_;
+    } else {
+      ++unknown_;
+    }
+  }
+
+ private:
+  std::vector<std::size_t> per_node_;
+  std::size_t unpopulated_ = 0;
+  std::size_t unknown_ = 0;
+  std::size_t total_ = 0;
+};
+
+/**
+ * Where the pages of the range are now: one move_pages query per batch, linear in the range.
+ *
+ * Thread-safe; allocates O(batch) scratch. Pages of a PROT_NONE range (an armed next-touch
+ * range) read as unpopulated on kernels before 6.12.
+ * @throws std::invalid_argument for a bad range; std::system_error named "move_pages" if the
+ *         query fails as a whole.
+ */
+placement where(const void* addr, std::size_t bytes);
+placement where(const void* addr, std::size_t bytes, std::error_code& ec) noexcept;
+
+/**
+ * A table in the style of the classic numa_test output: one line per named range, a column
+ * `nodeNN` per node with the share of resident pages there, then unpopulated and total pages.
+ */
+std::string placement_table(const std::vector<std::pair<std::string, placement>>& rows);
+
+// ---- implementation ---------------------------------------------------------------------
+
+namespace detail {
+
+/// Pages per move_pages batch. See benchmarks/README.md: throughput is flat from 1024 pages
+/// up, and 4096 pages (16 MiB of 4 KiB pages) bounds scratch to 64 KiB.
+inline constexpr std::size_t migration_batch = 4096;
+
+/// The nodes the running kernel has (online), read once; {0} on a kernel without NUMA.
+inline const std::vector<node_id>& kernel_nodes() {
+  static const std::vector<node_id> nodes = [] {
+    std::ifstream in("/sys/devices/system/node/online");
+    std::string text;
+    std::getline(in, text);
+    std::vector<node_id> out;
+    for (std::string_view part : split(trim(text), ',')) {
+      const std::size_t dash = part.find('-');
+      int lo = 0, hi = 0;
+      if (!parse_int(part.substr(0, dash), lo)) continue;
+      hi = lo;
+      if (dash != std::string_view::npos && !parse_int(part.substr(dash + 1), hi)) continue;
+      for (int n = lo; n <= hi; ++n) out.push_back(n);
+    }
+    if (out.empty()) out.push_back(0);
+    return out;
+  }();
+  return nodes;
+}
+
+/// A validated, page-rounded range.
+struct page_span {
+  std::uintptr_t first = 0;  // first page address
+  std::size_t pages = 0;
+  void* address() const noexcept { return reinterpret_cast<void*>(first); }
+  std::size_t bytes() const noexcept { return pages * page_size(); }
+};
+
+/// Validates a caller's range; sets ec (invalid_argument) and returns false on a bad one.
+inline bool make_span(const void* addr, std::size_t bytes, page_span& span, std::string& why) noexcept {
+  span = {};
+  if (bytes == 0) return true;
+  const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
+  if (addr == nullptr) {
+    why = "addr is null with bytes = " + std::to_string(bytes);
+    return false;
+  }
+  if (a + bytes < a || align_up(a + bytes, page_size()) < a) {
+    why = "the range at " + std::to_string(a) + " of " + std::to_string(bytes) + " bytes wraps the address space";
+    return false;
+  }
+  span.first = align_down(a, page_size());
+  span.pages = (align_up(a + bytes, page_size()) - span.first) / page_size();
+  return true;
+}
+
+inline bool valid_node(node_id n) {
+  const auto& nodes = kernel_nodes();
+  return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+}
+
+inline std::string node_error(node_id n) {
+  return "node " + std::to_string(n) + " does not exist on this kernel (nodes: " + format_list(kernel_nodes()) + ")";
+}
+
+/// Node list -> nodemask for mbind; why is set for an empty list or unknown node.
+inline bool make_mask(const std::vector<node_id>& nodes, std::vector<unsigned long>& mask, std::string& why) {
+  if (nodes.empty()) {
+    why = "the node list is empty";
+    return false;
+  }
+  constexpr std::size_t bits = 8 * sizeof(unsigned long);
+  mask.assign(static_cast<std::size_t>(kernel_nodes().back()) / bits + 1, 0);
+  for (node_id n : nodes) {
+    if (!valid_node(n)) {
+      why = node_error(n);
+      return false;
+    }
+    mask[static_cast<std::size_t>(n) / bits] |= 1UL << (static_cast<std::size_t>(n) % bits);
+  }
+  return true;
+}
+
+inline unsigned mbind_flags(policy_options o) noexcept {
+  return (o.move_existing ? MPOL_MF_MOVE : 0u) | (o.move_existing && o.strict ? MPOL_MF_STRICT : 0u);
+}
+
+/// One mbind over a validated span. ENOSYS (kernel without NUMA) is a successful no-op.
+inline bool apply_policy(const page_span& span, int mode, const std::vector<unsigned long>& mask, policy_options o,
+                         std::error_code& ec) noexcept {
+  if (span.pages == 0) return true;
+  const auto r = sys_mbind(span.address(), span.bytes(), mode, mask.empty() ? nullptr : mask.data(),
+                           mask.size() * 8 * sizeof(unsigned long) + 1, mbind_flags(o));
+  if (r.error == ENOSYS) return true;
+  return report(r, ec);
+}
+
+/// Shared front of every policy call: range + nodes validation, then one mbind.
+inline void policy_call(void* addr, std::size_t bytes, int mode, const std::vector<node_id>& nodes, policy_options o,
+                        std::error_code& ec) noexcept {
+  ec.clear();
+  try {
+    page_span span;
+    std::string why;
+    std::vector<unsigned long> mask;
+    if (!make_span(addr, bytes, span, why) || (mode != MPOL_DEFAULT && !make_mask(nodes, mask, why))) {
+      ec = std::make_error_code(std::errc::invalid_argument);
+      return;
+    }
+    apply_policy(span, mode, mask, o, ec);
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+}
+
+/// Throwing forms check their arguments first, so caller errors carry a message naming them.
+inline void require_range(const char* fn, const void* addr, std::size_t bytes) {
+  page_span span;
+  std::string why;
+  if (!make_span(addr, bytes, span, why)) throw_invalid_argument(std::string(fn) + ": " + why);
+}
+inline void require_node(const char* fn, node_id node) {
+  if (!valid_node(node)) throw_invalid_argument(std::string(fn) + ": " + node_error(node));
+}
+inline void require_nodes(const char* fn, const std::vector<node_id>& nodes) {
+  std::vector<unsigned long> mask;
+  std::string why;
+  if (!make_mask(nodes, mask, why)) throw_invalid_argument(std::string(fn) + ": " + why);
+}
+
+/// The throwing form of a policy call.
+inline void policy_call_or_throw(const char* fn, void* addr, std::size_t bytes, int mode,
+                                 const std::vector<node_id>& nodes, policy_options o) {
+  require_range(fn, addr, bytes);
+  if (mode != MPOL_DEFAULT) require_nodes(fn, nodes);
+  std::error_code ec;
+  policy_call(addr, bytes, mode, nodes, o, ec);
+  if (ec) throw_system_error(ec, "mbind");
+}
+
+/// Pages of a span in batches: calls f(pages, count) with page addresses filled in.
+template <class F>
+inline void for_each_batch(const page_span& span, std::vector<void*>& pages, F&& f) {
+  const std::size_t ps = page_size();
+  for (std::size_t done = 0; done < span.pages;) {
+    const std::size_t n = std::min(migration_batch, span.pages - done);
+    pages.resize(n);
+    for (std::size_t i = 0; i < n; ++i) pages[i] = reinterpret_cast<void*>(span.first + (done + i) * ps);
+    if (!f(n)) return;
+    done += n;
+  }
+}
+
+}  // namespace detail
+
+// ---- range policies: definitions ----------------------------------------------------------
+
+inline void bind(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options o) {
+  detail::policy_call_or_throw("bind", addr, bytes, MPOL_BIND, nodes, o);
+}
+inline void bind(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options o,
+                 std::error_code& ec) noexcept {
+  detail::policy_call(addr, bytes, MPOL_BIND, nodes, o, ec);
+}
+inline void bind(void* addr, std::size_t bytes, node_id node, policy_options o) {
+  detail::policy_call_or_throw("bind", addr, bytes, MPOL_BIND, {node}, o);
+}
+inline void bind(void* addr, std::size_t bytes, node_id node, policy_options o, std::error_code& ec) noexcept {
+  try {
+    bind(addr, bytes, std::vector<node_id>{node}, o, ec);
+  } catch (...) {  // vector construction only
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+}
+
+inline void interleave(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options o) {
+  detail::policy_call_or_throw("interleave", addr, bytes, MPOL_INTERLEAVE, nodes, o);
+}
+inline void interleave(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options o,
+                       std::error_code& ec) noexcept {
+  detail::policy_call(addr, bytes, MPOL_INTERLEAVE, nodes, o, ec);
+}
+
+inline void interleave(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, std::size_t granularity,
+                       policy_options o, std::error_code& ec) noexcept {
+  ec.clear();
+  const std::size_t ps = detail::page_size();
+  if (granularity == 0 || granularity % ps != 0 || nodes.empty()) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return;
+  }
+  if (granularity == ps) return interleave(addr, bytes, nodes, o, ec);
+  detail::page_span span;
+  std::string why;
+  if (!detail::make_span(addr, bytes, span, why)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return;
+  }
+  try {
+    std::vector<std::vector<unsigned long>> masks(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (!detail::make_mask({nodes[i]}, masks[i], why)) {
+        ec = std::make_error_code(std::errc::invalid_argument);
+        return;
+      }
+    }
+    const std::size_t per = granularity / ps;
+    for (std::size_t g = 0; g * per < span.pages; ++g) {
+      detail::page_span part{span.first + g * granularity, std::min(per, span.pages - g * per)};
+      if (!detail::apply_policy(part, MPOL_BIND, masks[g % masks.size()], o, ec)) return;
+    }
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+}
+inline void interleave(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, std::size_t granularity,
+                       policy_options o) {
+  const std::size_t ps = detail::page_size();
+  if (granularity == 0 || granularity % ps != 0) {
+    detail::throw_invalid_argument("interleave: granularity " + std::to_string(granularity) +
+                                   " is not a non-zero multiple of the page size (" + std::to_string(ps) + ")");
+  }
+  detail::require_range("interleave", addr, bytes);
+  detail::require_nodes("interleave", nodes);
+  std::error_code ec;
+  interleave(addr, bytes, nodes, granularity, o, ec);
+  if (ec) detail::throw_system_error(ec, "mbind");
+}
+
+inline void prefer(void* addr, std::size_t bytes, node_id node, policy_options o) {
+  detail::policy_call_or_throw("prefer", addr, bytes, MPOL_PREFERRED, {node}, o);
+}
+inline void prefer(void* addr, std::size_t bytes, node_id node, policy_options o, std::error_code& ec) noexcept {
+  try {
+    detail::policy_call(addr, bytes, MPOL_PREFERRED, std::vector<node_id>{node}, o, ec);
+  } catch (...) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+}
+
+namespace detail {
+/// MPOL_PREFERRED_MANY where the kernel has it (EINVAL otherwise: then the first node alone).
+inline void prefer_many(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options o,
+                        std::error_code& ec) noexcept {
+  if (nodes.size() == 1) return policy_call(addr, bytes, MPOL_PREFERRED, nodes, o, ec);
+  policy_call(addr, bytes, MPOL_PREFERRED_MANY, nodes, o, ec);
+  if (ec == std::errc::invalid_argument && !nodes.empty()) {
+    std::error_code again;
+    try {
+      policy_call(addr, bytes, MPOL_PREFERRED, std::vector<node_id>{nodes.front()}, o, again);
+    } catch (...) {
+      again = std::make_error_code(std::errc::not_enough_memory);
+    }
+    // Keep the original EINVAL if the single-node form is invalid too (a caller error).
+    if (!again) ec.clear();
+  }
+}
+}  // namespace detail
+
+inline void prefer(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options o,
+                   std::error_code& ec) noexcept {
+  detail::prefer_many(addr, bytes, nodes, o, ec);
+}
+inline void prefer(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options o) {
+  detail::require_range("prefer", addr, bytes);
+  detail::require_nodes("prefer", nodes);
+  std::error_code ec;
+  detail::prefer_many(addr, bytes, nodes, o, ec);
+  if (ec) detail::throw_system_error(ec, "mbind");
+}
+
+inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options o, std::error_code& ec) noexcept {
+  ec.clear();
+  detail::page_span span;
+  std::string why;
+  if (!detail::make_span(addr, bytes, span, why) || !detail::valid_node(home)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return;
+  }
+  if (span.pages == 0) return;
+  detail::policy_call(addr, bytes, MPOL_BIND, detail::kernel_nodes(), o, ec);
+  if (ec) return;
+  const auto r = detail::sys_set_mempolicy_home_node(span.address(), span.bytes(), static_cast<unsigned long>(home), 0);
+  if (r) return;
+  std::error_code ignored;
+  detail::policy_call(addr, bytes, MPOL_DEFAULT, {}, {}, ignored);  // leave the range as it was
+  ec = r.error == ENOSYS ? make_error_code(errc::feature_unavailable) : r.code();
+}
+inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options o) {
+  detail::require_range("set_home_node", addr, bytes);
+  detail::require_node("set_home_node", home);
+  std::error_code ec;
+  set_home_node(addr, bytes, home, o, ec);
+  if (ec) detail::throw_system_error(ec, "set_mempolicy_home_node");
+}
+
+inline void reset_policy(void* addr, std::size_t bytes, std::error_code& ec) noexcept {
+  detail::policy_call(addr, bytes, MPOL_DEFAULT, {}, {}, ec);
+}
+inline void reset_policy(void* addr, std::size_t bytes) {
+  detail::policy_call_or_throw("reset_policy", addr, bytes, MPOL_DEFAULT, {}, {});
+}
+
+// ---- migration: definitions -------------------------------------------------------------
+
+namespace detail {
+
+inline void count_failure(move_result& r, int error) noexcept {
+  ++r.failed;
+  if (r.first_error == 0) r.first_error = error;
+}
+
+/// Moves one batch; pages[] holds its page addresses. Returns false if the call itself failed.
+inline bool move_batch(std::vector<void*>& pages, std::size_t n, node_id target, move_result& r, std::vector<int>& status,
+                       std::vector<int>& dest, std::error_code& ec) {
+  status.assign(n, 0);
+  const auto q = sys_move_pages(n, pages.data(), nullptr, status.data(), 0);
+  if (!q && q.error != ENOSYS) return report(q, ec), false;
+  std::vector<void*> todo;
+  for (std::size_t i = 0; i < n; ++i) {
+    const int s = q ? status[i] : target;  // no NUMA calls: all memory is "on" the only node
+    if (s == target) {
+      ++r.already_there;
+    } else if (s == -ENOENT || s == -EFAULT) {
+      ++r.unpopulated;
+    } else {
+      todo.push_back(pages[i]);
+    }
+  }
+  constexpr int attempts = 4;
+  for (int attempt = 0; attempt < attempts && !todo.empty(); ++attempt) {
+    status.assign(todo.size(), 0);
+    dest.assign(todo.size(), target);
+    const auto m = sys_move_pages(todo.size(), todo.data(), dest.data(), status.data(), MPOL_MF_MOVE);
+    if (!m && m.error != ENOENT) return report(m, ec), false;
+    // Re-query: tail pages of a moved huge page report EBUSY, and ENOENT for the whole call
+    // leaves status undefined.
+    const auto rq = sys_move_pages(todo.size(), todo.data(), nullptr, status.data(), 0);
+    if (!rq) return report(rq, ec), false;
+    std::vector<void*> busy;
+    for (std::size_t i = 0; i < todo.size(); ++i) {
+      if (status[i] == target) {
+        ++r.moved;
+      } else if (status[i] == -ENOENT || status[i] == -EFAULT) {
+        ++r.unpopulated;  // unmapped or discarded meanwhile
+      } else if (attempt + 1 < attempts) {
+        busy.push_back(todo[i]);
+      } else {
+        count_failure(r, status[i] < 0 ? -status[i] : EBUSY);
+      }
+    }
+    todo.swap(busy);
+  }
+  return true;
+}
+
+}  // namespace detail
+
+inline move_result move_to(void* addr, std::size_t bytes, node_id target, std::error_code& ec) noexcept {
+  ec.clear();
+  move_result r;
+  detail::page_span span;
+  std::string why;
+  if (!detail::make_span(addr, bytes, span, why) || !detail::valid_node(target)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return r;
+  }
+  r.total = span.pages;
+  try {
+    std::vector<void*> pages;
+    std::vector<int> status, dest;
+    detail::for_each_batch(span, pages,
+                           [&](std::size_t n) { return detail::move_batch(pages, n, target, r, status, dest, ec); });
+    // Pages not accounted for when a call failed as a whole (that batch and the ones after
+    // it) are failures too.
+    const std::size_t accounted = r.moved + r.already_there + r.unpopulated + r.failed;
+    if (ec && accounted < r.total) {
+      r.failed += r.total - accounted;
+      if (r.first_error == 0) r.first_error = ec.value();
+    }
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+  return r;
+}
+
+inline move_result move_to(void* addr, std::size_t bytes, node_id target) {
+  detail::require_range("move_to", addr, bytes);
+  detail::require_node("move_to", target);
+  std::error_code ec;
+  move_result r = move_to(addr, bytes, target, ec);
+  if (ec) detail::throw_system_error(ec, "move_pages");
+  return r;
+}
+
+// ---- placement: definitions -------------------------------------------------------------
+
+inline std::vector<node_id> placement::nodes() const {
+  std::vector<node_id> out;
+  for (std::size_t n = 0; n < per_node_.size(); ++n)
+    if (per_node_[n] != 0) out.push_back(static_cast<node_id>(n));
+  return out;
+}
+
+inline node_id placement::dominant_node() const noexcept {
+  node_id best = -1;
+  std::size_t most = 0;
+  for (std::size_t n = 0; n < per_node_.size(); ++n) {
+    if (per_node_[n] > most) {
+      most = per_node_[n];
+      best = static_cast<node_id>(n);
+    }
+  }
+  return best;
+}
+
+inline std::string placement::to_string() const {
+  std::string s = "pages " + std::to_string(total_) + ":";
+  for (node_id n : nodes()) s += " node" + std::to_string(n) + " " + std::to_string(pages_on(n)) + ",";
+  s += " unpopulated " + std::to_string(unpopulated_);
+  if (unknown_ != 0) s += ", unknown " + std::to_string(unknown_);
+  return s;
+}
+
+inline placement where(const void* addr, std::size_t bytes, std::error_code& ec) noexcept {
+  ec.clear();
+  placement p;
+  detail::page_span span;
+  std::string why;
+  if (!detail::make_span(addr, bytes, span, why)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return p;
+  }
+  try {
+    std::vector<void*> pages;
+    std::vector<int> status;
+    detail::for_each_batch(span, pages, [&](std::size_t n) {
+      status.assign(n, 0);
+      const auto q = detail::sys_move_pages(n, pages.data(), nullptr, status.data(), 0);
+      if (!q) {
+        if (q.error != ENOSYS) return detail::report(q, ec), false;
+        status.assign(n, 0);  // no NUMA calls: every resident page is on node 0
+      }
+      for (std::size_t i = 0; i < n; ++i) p.add_status(status[i]);
+      return true;
+    });
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+  return p;
+}
+
+inline placement where(const void* addr, std::size_t bytes) {
+  detail::require_range("where", addr, bytes);
+  std::error_code ec;
+  placement p = where(addr, bytes, ec);
+  if (ec) detail::throw_system_error(ec, "move_pages");
+  return p;
+}
+
+inline std::string placement_table(const std::vector<std::pair<std::string, placement>>& rows) {
+  std::vector<node_id> columns = detail::kernel_nodes();
+  for (const auto& row : rows)
+    for (node_id n : row.second.nodes())
+      if (std::find(columns.begin(), columns.end(), n) == columns.end()) columns.push_back(n);
+  std::sort(columns.begin(), columns.end());
+  std::size_t width = 5;
+  for (const auto& row : rows) width = std::max(width, row.first.size());
+  char cell[32];
+  std::string s = "range" + std::string(width - 5, ' ');
+  for (node_id n : columns) {
+    std::snprintf(cell, sizeof cell, "  node%02d", n);
+    s += cell;
+  }
+  s += "  unpopulated      total\n";
+  for (const auto& row : rows) {
+    s += row.first + std::string(width - row.first.size(), ' ');
+    for (node_id n : columns) {
+      std::snprintf(cell, sizeof cell, "  %5.1f%%", 100.0 * row.second.fraction_on(n));
+      s += cell;
+    }
+    std::snprintf(cell, sizeof cell, "  %11zu  %9zu\n", row.second.unpopulated(), row.second.total());
+    s += cell;
+  }
+  return s;
+}
+
+}  // namespace numaaff

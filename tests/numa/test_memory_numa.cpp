@@ -1,0 +1,195 @@
+// Memory placement on a real multi-node kernel (inside the emulated VM), every result checked
+// with a raw move_pages query: policies put pages where they say, move_to moves every page and
+// keeps the bytes, where() agrees with the kernel exactly, allocators and pmr resources place
+// on their node, and a strict allocation beyond a node's memory fails cleanly.
+#include <numaaff/allocator.hpp>
+#include <numaaff/memory.hpp>
+
+#include "../common/numa_test.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory_resource>
+#include <vector>
+
+namespace {
+
+using numaaff_test::query_pages;
+using numaaff_test::sysfs_nodes;
+
+const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+
+struct mapping {
+  explicit mapping(std::size_t pages, bool huge = false) : bytes(pages * ps) {
+    p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+  }
+  ~mapping() { munmap(p, bytes); }
+  void fill(unsigned seed) const {
+    for (std::size_t i = 0; i < bytes; i += sizeof(std::uint32_t)) {
+      const auto v = static_cast<std::uint32_t>(i * 2654435761u + seed);
+      std::memcpy(p + i, &v, sizeof v);
+    }
+  }
+  bool intact(unsigned seed) const {
+    for (std::size_t i = 0; i < bytes; i += sizeof(std::uint32_t)) {
+      std::uint32_t v = 0;
+      std::memcpy(&v, p + i, sizeof v);
+      if (v != static_cast<std::uint32_t>(i * 2654435761u + seed)) return false;
+    }
+    return true;
+  }
+  char* p;
+  std::size_t bytes;
+};
+
+TEST(MemoryNuma, BindPutsEveryPageOnTheNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  for (int n : sysfs_nodes()) {
+    mapping m(512);
+    numaaff::bind(m.p, m.bytes, n);
+    m.fill(1);
+    EXPECT_EQ(query_pages(m.p, m.bytes).on(n), 512u) << "node " << n;
+  }
+}
+
+TEST(MemoryNuma, PreferAndHomeNodePlaceOnTheChosenNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const int last = sysfs_nodes().back();
+  mapping a(256);
+  numaaff::prefer(a.p, a.bytes, last);
+  a.fill(2);
+  EXPECT_EQ(query_pages(a.p, a.bytes).on(last), 256u);
+  mapping b(256);
+  std::error_code ec;
+  numaaff::set_home_node(b.p, b.bytes, last, {}, ec);
+  ASSERT_FALSE(ec) << ec.message();  // both guest kernels (6.1, 6.12) are newer than 5.17
+  b.fill(3);
+  EXPECT_EQ(query_pages(b.p, b.bytes).on(last), 256u);
+}
+
+TEST(MemoryNuma, InterleaveSpreadsWithinOnePageOfEven) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  const std::size_t pages = 1000;
+  mapping m(pages);
+  numaaff::interleave(m.p, m.bytes, nodes);
+  m.fill(4);
+  const auto raw = query_pages(m.p, m.bytes);
+  const std::size_t even = pages / nodes.size();
+  for (int n : nodes) {
+    EXPECT_GE(raw.on(n) + 1, even) << "node " << n;
+    EXPECT_LE(raw.on(n), even + 1) << "node " << n;
+  }
+  // Coarser granules: granule i on nodes[i % N].
+  const std::size_t granule = 16;
+  mapping g(granule * nodes.size() * 2);
+  numaaff::interleave(g.p, g.bytes, nodes, granule * ps);
+  g.fill(5);
+  for (std::size_t i = 0; i < nodes.size() * 2; ++i)
+    EXPECT_EQ(query_pages(g.p + i * granule * ps, granule * ps).on(nodes[i % nodes.size()]), granule) << "granule " << i;
+}
+
+TEST(MemoryNuma, MoveToMovesEveryPageAndKeepsEveryByte) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const int first = sysfs_nodes().front(), last = sysfs_nodes().back();
+  mapping m(6000);  // more than one batch
+  numaaff::bind(m.p, m.bytes, first);
+  m.fill(6);
+  numaaff::reset_policy(m.p, m.bytes);
+  const numaaff::move_result r = numaaff::move_to(m.p, m.bytes, last);
+  EXPECT_EQ(r.total, 6000u);
+  EXPECT_EQ(r.moved, 6000u);
+  EXPECT_EQ(r.failed, 0u);
+  EXPECT_TRUE(r.complete());
+  EXPECT_EQ(query_pages(m.p, m.bytes).on(last), 6000u);
+  EXPECT_TRUE(m.intact(6));
+  const numaaff::move_result again = numaaff::move_to(m.p, m.bytes, last);
+  EXPECT_EQ(again.already_there, 6000u);
+  EXPECT_EQ(again.moved, 0u);
+}
+
+TEST(MemoryNuma, MoveToHandlesTransparentHugePages) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const int first = sysfs_nodes().front(), last = sysfs_nodes().back();
+  const std::size_t pages = (8u << 20) / ps;
+  mapping m(pages + (2u << 20) / ps, true);
+  char* aligned = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(m.p) + (2u << 20) - 1) & ~((std::uintptr_t{2} << 20) - 1));
+  numaaff::bind(aligned, pages * ps, first);
+  std::memset(aligned, 0x3c, pages * ps);
+  const numaaff::move_result r = numaaff::move_to(aligned, pages * ps, last);
+  EXPECT_TRUE(r.complete()) << "failed " << r.failed << " first error " << r.first_error;
+  EXPECT_EQ(query_pages(aligned, pages * ps).on(last), pages);
+  for (std::size_t i = 0; i < pages * ps; ++i) ASSERT_EQ(aligned[i], 0x3c);
+}
+
+TEST(MemoryNuma, WhereAgreesWithTheKernelExactly) {
+  NUMAAFF_REQUIRE_NODES(2);
+  mapping m(999);
+  numaaff::interleave(m.p, m.bytes, sysfs_nodes());
+  for (std::size_t i = 0; i < 999; i += 3) m.p[i * ps] = 1;  // two thirds stay unpopulated
+  const numaaff::placement p = numaaff::where(m.p, m.bytes);
+  const auto raw = query_pages(m.p, m.bytes);
+  EXPECT_EQ(p.total(), raw.total);
+  EXPECT_EQ(p.unpopulated(), raw.unpopulated);
+  for (int n : sysfs_nodes()) EXPECT_EQ(p.pages_on(n), raw.on(n)) << "node " << n;
+  EXPECT_EQ(p.resident(), 333u);
+}
+
+TEST(MemoryNuma, NodeAllocatorAndResourcesPlaceOnTheirNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  for (int n : sysfs_nodes()) {
+    numaaff::node_vector<int> v(std::size_t{1} << 20, 7, numaaff::node_allocator<int>(n));
+    auto raw = query_pages(v.data(), v.size() * sizeof(int));
+    EXPECT_EQ(raw.on(n), raw.total) << "node_allocator, node " << n;
+
+    numaaff::node_resource res(n);
+    std::pmr::vector<double> w(std::size_t{1} << 18, 1.0, &res);
+    raw = query_pages(w.data(), w.size() * sizeof(double));
+    EXPECT_EQ(raw.on(n), raw.total) << "pmr node_resource, node " << n;
+
+    std::vector<void*> small;
+    for (int i = 0; i < 2000; ++i) {
+      void* p = res.allocate(64, 16);
+      std::memset(p, 1, 64);
+      small.push_back(p);
+    }
+    for (void* p : small) ASSERT_EQ(query_pages(p, 64).on(n), 1u) << "small object, node " << n;
+    for (void* p : small) res.deallocate(p, 64, 16);
+  }
+}
+
+TEST(MemoryNuma, LocalAndInterleaveAllocators) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  for (int n : nodes) {
+    numaaff::set_homenode(n);
+    std::vector<int, numaaff::local_allocator<int>> v(std::size_t{1} << 18, 1);
+    const auto raw = query_pages(v.data(), v.size() * sizeof(int));
+    EXPECT_EQ(raw.on(n), raw.total) << "homenode " << n;
+  }
+  numaaff::set_homenode(-1);
+  numaaff::interleave_resource il(nodes);
+  std::pmr::vector<char> w(std::size_t{4} << 20, 'x', &il);
+  const auto raw = query_pages(w.data(), w.size());
+  for (int n : nodes) EXPECT_GE(raw.on(n) + 2, raw.total / nodes.size()) << "node " << n;
+}
+
+TEST(MemoryNuma, StrictAllocationBeyondANodeFailsCleanly) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const int last = sysfs_nodes().back();
+  const std::size_t too_much = static_cast<std::size_t>(numaaff_test::vm_int("NUMAAFF_VM_MEM_PER_NODE", 256) + 64) << 20;
+  EXPECT_THROW((void)numaaff::allocate_on_node(too_much, last, numaaff::alloc_options{true, true, false}), std::bad_alloc);
+  // And what does fit is really there.
+  const std::size_t fits = std::size_t{64} << 20;
+  void* p = numaaff::allocate_on_node(fits, last, numaaff::alloc_options{true, true, false});
+  EXPECT_EQ(query_pages(p, fits).on(last), fits / ps);
+  numaaff::deallocate(p, fits, numaaff::alloc_options{true, true, false});
+}
+
+}  // namespace

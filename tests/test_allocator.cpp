@@ -1,0 +1,230 @@
+// Allocators and resources on this host (layer 2): the standard allocator requirements,
+// pmr behaviour, the small-object arena (alignment, reuse, threads), options, and failures.
+#include <numaaff/allocator.hpp>
+
+#include <numaaff/detail/syscall.hpp>
+
+#include "common/placement_check.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <list>
+#include <map>
+#include <memory_resource>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using numaaff::detail::scoped_failure;
+using numaaff::detail::sys;
+
+int home() { return numaaff_test::sysfs_nodes().front(); }
+
+static_assert(std::allocator_traits<numaaff::node_allocator<int>>::propagate_on_container_swap::value);
+static_assert(!std::allocator_traits<numaaff::node_allocator<int>>::is_always_equal::value);
+static_assert(std::allocator_traits<numaaff::local_allocator<int>>::is_always_equal::value);
+static_assert(std::is_same_v<std::allocator_traits<numaaff::node_allocator<int>>::rebind_alloc<double>,
+                             numaaff::node_allocator<double>>);
+
+TEST(NodeAllocator, MeetsTheAllocatorRequirementsInContainers) {
+  numaaff::node_allocator<int> a(home());
+  numaaff::node_allocator<double> b(a);  // rebind copy
+  EXPECT_EQ(a, numaaff::node_allocator<int>(b));
+  EXPECT_EQ(b.node(), home());
+  numaaff::node_allocator<int> preferred(home(), numaaff::alloc_options{false, false, false});
+  EXPECT_NE(a, preferred);
+
+  numaaff::node_vector<int> v(a);
+  for (int i = 0; i < 100000; ++i) v.push_back(i);
+  numaaff::node_vector<int> copy = v;
+  EXPECT_EQ(copy, v);
+  EXPECT_EQ(copy.get_allocator(), a);
+  numaaff::node_vector<int> moved = std::move(copy);
+  EXPECT_EQ(moved.size(), 100000u);
+  numaaff::node_vector<int> other(preferred);
+  other.assign(10, 7);
+  std::swap(moved, other);  // allocators propagate on swap
+  EXPECT_EQ(moved.get_allocator(), preferred);
+  EXPECT_EQ(other.get_allocator(), a);
+  EXPECT_EQ(other[99999], 99999);
+
+  std::map<int, std::string, std::less<>, numaaff::node_allocator<std::pair<const int, std::string>>> m(
+      numaaff::node_allocator<std::pair<const int, std::string>>{home()});
+  for (int i = 0; i < 1000; ++i) m.emplace(i, std::to_string(i));
+  EXPECT_EQ(m.at(777), "777");
+  std::list<int, numaaff::node_allocator<int>> l(a);
+  for (int i = 0; i < 1000; ++i) l.push_front(i);
+  EXPECT_EQ(l.front(), 999);
+
+  const auto placed = numaaff_test::query_pages(other.data(), other.size() * sizeof(int));
+  EXPECT_EQ(placed.on(home()), placed.total);
+}
+
+TEST(NodeAllocator, UnknownNodeIsACallerError) {
+  EXPECT_THROW(numaaff::node_allocator<int>(4242), std::invalid_argument);
+  EXPECT_THROW(numaaff::node_resource(-1), std::invalid_argument);
+  EXPECT_THROW(numaaff::interleave_allocator<int>(std::vector<int>{}), std::invalid_argument);
+  EXPECT_THROW(numaaff::interleave_resource(std::vector<int>{0, 4242}), std::invalid_argument);
+  EXPECT_THROW(numaaff::allocate_on_node(64, 4242), std::invalid_argument);
+  EXPECT_THROW(numaaff::set_homenode(4242), std::invalid_argument);
+  numaaff::node_allocator<std::uint64_t> a(home());
+  EXPECT_THROW((void)a.allocate(SIZE_MAX / 4), std::bad_array_new_length);
+}
+
+TEST(Arena, SmallBlocksAreAlignedDistinctAndReused) {
+  numaaff::node_resource r(home());
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  for (std::size_t size : std::vector<std::size_t>{1, 8, 16, 24, 33, 64, 100, 500, 4096, 5000, 32768}) {
+    for (int i = 0; i < 200; ++i) {
+      void* p = r.allocate(size, alignof(std::max_align_t));
+      ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % alignof(std::max_align_t), 0u);
+      std::memset(p, static_cast<int>(size & 0xff), size);
+      blocks.emplace_back(p, size);
+    }
+  }
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> spans;
+  for (auto [p, n] : blocks) spans.emplace_back(reinterpret_cast<std::uintptr_t>(p), reinterpret_cast<std::uintptr_t>(p) + n);
+  std::sort(spans.begin(), spans.end());
+  for (std::size_t i = 1; i < spans.size(); ++i) ASSERT_LE(spans[i - 1].second, spans[i].first) << "overlap";
+  for (auto [p, n] : blocks) {
+    const auto* c = static_cast<const unsigned char*>(p);
+    ASSERT_TRUE(std::all_of(c, c + n, [&](unsigned char x) { return x == (n & 0xff); })) << "block of " << n;
+  }
+  for (auto [p, n] : blocks) r.deallocate(p, n, alignof(std::max_align_t));
+  void* a = r.allocate(48, 16);
+  r.deallocate(a, 48, 16);
+  EXPECT_EQ(r.allocate(48, 16), a);  // the thread cache hands the same block back
+  r.deallocate(a, 48, 16);
+  void* big = r.allocate(4096, 4096);  // over-aligned small block
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big) % 4096, 0u);
+  r.deallocate(big, 4096, 4096);
+}
+
+TEST(Arena, ManyThreadsAllocateAndFreeAcrossEachOther) {
+  numaaff::node_resource r(home());
+  constexpr int threads = 4, per_thread = 20000;
+  std::vector<std::vector<std::uint64_t*>> made(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (int i = 0; i < per_thread; ++i) {
+        auto* p = static_cast<std::uint64_t*>(r.allocate(sizeof(std::uint64_t) * 4, 8));
+        p[0] = static_cast<std::uint64_t>(t) << 32 | static_cast<std::uint64_t>(i);
+        made[static_cast<std::size_t>(t)].push_back(p);
+      }
+    });
+  }
+  for (auto& th : pool) th.join();
+  pool.clear();
+  std::set<std::uint64_t*> unique;
+  for (int t = 0; t < threads; ++t) {
+    for (int i = 0; i < per_thread; ++i) {
+      std::uint64_t* p = made[static_cast<std::size_t>(t)][static_cast<std::size_t>(i)];
+      ASSERT_EQ(p[0], static_cast<std::uint64_t>(t) << 32 | static_cast<std::uint64_t>(i));
+      unique.insert(p);
+    }
+  }
+  EXPECT_EQ(unique.size(), static_cast<std::size_t>(threads * per_thread));
+  // Each thread frees what another one allocated.
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      for (std::uint64_t* p : made[static_cast<std::size_t>((t + 1) % threads)]) r.deallocate(p, sizeof(std::uint64_t) * 4, 8);
+    });
+  }
+  for (auto& th : pool) th.join();
+}
+
+TEST(Resources, PmrContainersAndEquality) {
+  numaaff::node_resource on(home());
+  std::pmr::vector<double> v(&on);
+  v.resize(1 << 18, 1.5);  // 2 MiB: a large block
+  EXPECT_EQ(numaaff_test::query_pages(v.data(), v.size() * sizeof(double)).on(home()),
+            numaaff_test::query_pages(v.data(), v.size() * sizeof(double)).total);
+  std::pmr::unordered_map<int, int> small(&on);
+  for (int i = 0; i < 5000; ++i) small[i] = i;
+  EXPECT_EQ(small[4999], 4999);
+  EXPECT_TRUE(on.is_equal(numaaff::node_resource(home())));
+  EXPECT_FALSE(on.is_equal(numaaff::node_resource(home(), numaaff::alloc_options{false, false, false})));
+  EXPECT_FALSE(on.is_equal(*std::pmr::new_delete_resource()));
+  numaaff::interleave_resource il({home()});
+  EXPECT_TRUE(il.is_equal(il));
+  std::pmr::vector<int> w(&il);
+  w.assign(100000, 3);
+  EXPECT_EQ(w[99999], 3);
+  EXPECT_TRUE(numaaff::local_memory().is_equal(numaaff::local_resource()));
+  std::pmr::string s("a string long enough to leave the small-string buffer", &numaaff::local_memory());
+  EXPECT_EQ(s.size(), 53u);
+}
+
+TEST(Allocators, InterleaveAndLocal) {
+  numaaff::interleave_allocator<int> il({home()});
+  numaaff::interleave_allocator<int> copy(il);
+  EXPECT_EQ(il, copy);
+  EXPECT_NE(il, numaaff::interleave_allocator<int>({home()}));
+  std::vector<int, numaaff::interleave_allocator<int>> v(il);
+  v.assign(1 << 20, 5);
+  EXPECT_EQ(numaaff_test::query_pages(v.data(), v.size() * sizeof(int)).on(home()),
+            numaaff_test::query_pages(v.data(), v.size() * sizeof(int)).total);
+  numaaff::set_homenode(home());
+  EXPECT_EQ(numaaff::this_homenode(), home());
+  std::vector<int, numaaff::local_allocator<int>> l(1000, 1);
+  EXPECT_EQ(l[999], 1);
+  numaaff::set_homenode(-1);
+  EXPECT_EQ(numaaff::this_homenode(), numaaff::current_node());
+}
+
+TEST(AllocateOnNode, OptionsPopulateAndHugePages) {
+  const std::size_t bytes = 4 << 20;
+  void* lazy = numaaff::allocate_on_node(bytes, home());
+  EXPECT_EQ(numaaff_test::query_pages(lazy, bytes).unpopulated, bytes / static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));  // first touch places
+  numaaff::deallocate(lazy, bytes);
+
+  const numaaff::alloc_options eager{true, true, false};
+  void* now = numaaff::allocate_on_node(bytes, home(), eager);
+  EXPECT_EQ(numaaff_test::query_pages(now, bytes).on(home()), bytes / static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
+  numaaff::deallocate(now, bytes, eager);
+
+  const numaaff::alloc_options huge{true, false, true};
+  void* h = numaaff::allocate_on_node(bytes, home(), huge);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(h) % (2 << 20), 0u);
+  numaaff::deallocate(h, bytes, huge);
+
+  auto arr = numaaff::make_unique_on_node<std::uint32_t>(1000, home());
+  EXPECT_EQ(arr[999], 0u);
+}
+
+TEST(AllocateOnNode, StrictPopulateBeyondTheNodeIsBadAllocNotACrash) {
+  const std::size_t too_much = std::size_t{1} << 46;  // 64 TiB
+  EXPECT_THROW(numaaff::allocate_on_node(too_much, home(), numaaff::alloc_options{true, true, false}), std::bad_alloc);
+  std::error_code ec;
+  EXPECT_EQ(numaaff::allocate_on_node(too_much, home(), numaaff::alloc_options{true, true, false}, ec), nullptr);
+  EXPECT_EQ(ec, std::errc::not_enough_memory);
+}
+
+TEST(AllocateOnNode, KernelRefusalsSurface) {
+  {
+    scoped_failure deny(sys::mbind, EPERM);
+    try {
+      (void)numaaff::allocate_on_node(1 << 20, home());
+      FAIL() << "no exception";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), std::errc::operation_not_permitted);
+      EXPECT_EQ(std::string(e.what()).rfind("numaaff: mbind", 0), 0u) << e.what();
+    }
+  }
+  {
+    scoped_failure out(sys::mmap, ENOMEM);
+    EXPECT_THROW((void)numaaff::allocate_on_node(1 << 20, home()), std::bad_alloc);
+    numaaff::node_allocator<char> a(home());
+    EXPECT_THROW((void)a.allocate(1 << 20), std::bad_alloc);
+  }
+}
+
+}  // namespace

@@ -1,0 +1,208 @@
+// Range policies, move_to and where() on this host (layer 2). Every policy is checked with a
+// raw get_mempolicy(MPOL_F_ADDR) and every placement with a raw move_pages query.
+#include <numaaff/memory.hpp>
+
+#include <numaaff/detail/syscall.hpp>
+
+#include "common/placement_check.hpp"
+
+#include <gtest/gtest.h>
+#include <numaif.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace {
+
+using numaaff::detail::scoped_failure;
+using numaaff::detail::sys;
+
+const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+
+struct mapping {
+  explicit mapping(std::size_t pages) : bytes(pages * ps) {
+    p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (p == MAP_FAILED) throw std::bad_alloc();
+  }
+  ~mapping() { munmap(p, bytes); }
+  void touch() const {
+    for (std::size_t i = 0; i < bytes; i += ps) p[i] = static_cast<char>(i / ps);
+  }
+  char* p;
+  std::size_t bytes;
+};
+
+int raw_policy(void* addr) {
+  int mode = -1;
+  unsigned long mask[16] = {};
+  if (get_mempolicy(&mode, mask, sizeof(mask) * 8, addr, MPOL_F_ADDR) != 0) return -2;
+  return mode;
+}
+
+int home() { return numaaff_test::sysfs_nodes().front(); }
+
+TEST(Where, CountsUnpopulatedThenResidentPagesExactly) {
+  mapping m(64);
+  numaaff::placement before = numaaff::where(m.p, m.bytes);
+  EXPECT_EQ(before.total(), 64u);
+  EXPECT_EQ(before.unpopulated(), 64u);
+  EXPECT_EQ(before.dominant_node(), -1);
+  for (std::size_t i = 0; i < 32; ++i) m.p[i * ps] = 1;  // first half
+  const numaaff::placement half = numaaff::where(m.p, m.bytes);
+  const auto raw = numaaff_test::query_pages(m.p, m.bytes);
+  EXPECT_EQ(half.unpopulated(), raw.unpopulated);
+  EXPECT_EQ(half.unpopulated(), 32u);
+  for (const auto& [node, count] : raw.per_node) EXPECT_EQ(half.pages_on(node), count);
+  EXPECT_EQ(half.dominant_node(), home());
+  EXPECT_DOUBLE_EQ(half.fraction_on(home()), 1.0);
+  EXPECT_EQ(half.nodes(), std::vector<int>{home()});
+  EXPECT_NE(half.to_string().find("unpopulated 32"), std::string::npos) << half.to_string();
+}
+
+TEST(Where, UnalignedRangesCoverEveryTouchedPage) {
+  mapping m(4);
+  m.touch();
+  EXPECT_EQ(numaaff::where(m.p + 100, ps).total(), 2u);      // straddles pages 0 and 1
+  EXPECT_EQ(numaaff::where(m.p + ps - 1, 2).total(), 2u);
+  EXPECT_EQ(numaaff::where(m.p + ps, ps).total(), 1u);       // exactly one page
+  EXPECT_EQ(numaaff::where(m.p, 0).total(), 0u);             // no-op
+}
+
+TEST(Where, LargeRangesAreBatched) {
+  mapping m(5000);  // more than one migration batch
+  m.touch();
+  const numaaff::placement p = numaaff::where(m.p, m.bytes);
+  EXPECT_EQ(p.total(), 5000u);
+  EXPECT_EQ(p.pages_on(home()), 5000u);
+  const std::string table = numaaff::placement_table({{"big", p}, {"none", numaaff::placement{}}});
+  EXPECT_NE(table.find("node00"), std::string::npos) << table;
+  EXPECT_NE(table.find("100.0%"), std::string::npos) << table;
+}
+
+TEST(Memory, BadRangesAndNodesAreCallerErrors) {
+  mapping m(1);
+  const auto wraps = reinterpret_cast<void*>(UINTPTR_MAX - 10);
+  EXPECT_THROW(numaaff::where(nullptr, 10), std::invalid_argument);
+  EXPECT_THROW(numaaff::where(wraps, 100), std::invalid_argument);
+  EXPECT_THROW(numaaff::move_to(nullptr, 10, 0), std::invalid_argument);
+  EXPECT_THROW(numaaff::move_to(m.p, m.bytes, 4242), std::invalid_argument);
+  EXPECT_THROW(numaaff::bind(m.p, m.bytes, 4242), std::invalid_argument);
+  EXPECT_THROW(numaaff::bind(m.p, m.bytes, std::vector<int>{}), std::invalid_argument);
+  EXPECT_THROW(numaaff::interleave(m.p, m.bytes, std::vector<int>{}), std::invalid_argument);
+  EXPECT_THROW(numaaff::interleave(m.p, m.bytes, {0}, ps + 1), std::invalid_argument);
+  EXPECT_THROW(numaaff::prefer(wraps, 100, 0), std::invalid_argument);
+  EXPECT_THROW(numaaff::set_home_node(m.p, m.bytes, -3), std::invalid_argument);
+  try {
+    numaaff::bind(m.p, m.bytes, 4242);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("node 4242 does not exist"), std::string::npos) << e.what();
+  }
+  try {
+    numaaff::move_to(nullptr, 10, 0);
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("addr is null"), std::string::npos) << e.what();
+  }
+  std::error_code ec;
+  numaaff::bind(nullptr, 1, 0, {}, ec);
+  EXPECT_EQ(ec, std::errc::invalid_argument);
+  (void)numaaff::where(wraps, 100, ec);
+  EXPECT_EQ(ec, std::errc::invalid_argument);
+  numaaff::bind(m.p, 0, 0);  // bytes == 0: no-op, even with a null-free range
+  numaaff::bind(nullptr, 0, 0);
+}
+
+TEST(Memory, PoliciesReachTheKernel) {
+  mapping m(16);
+  numaaff::bind(m.p + 1, m.bytes - 2, home());
+  EXPECT_EQ(raw_policy(m.p), MPOL_BIND);
+  numaaff::interleave(m.p, m.bytes, {home()});
+  EXPECT_EQ(raw_policy(m.p), MPOL_INTERLEAVE);
+  numaaff::prefer(m.p, m.bytes, home());
+  EXPECT_EQ(raw_policy(m.p), MPOL_PREFERRED);
+  numaaff::interleave(m.p, m.bytes, {home()}, 4 * ps);
+  EXPECT_EQ(raw_policy(m.p + 5 * ps), MPOL_BIND);
+  numaaff::reset_policy(m.p, m.bytes);
+  EXPECT_EQ(raw_policy(m.p), MPOL_DEFAULT);
+  numaaff::bind(m.p, m.bytes, home(), numaaff::policy_options{true, true});  // move existing, strict
+  m.touch();
+  EXPECT_EQ(numaaff_test::query_pages(m.p, m.bytes).on(home()), 16u);
+}
+
+TEST(Memory, PreferManyFallsBackWhereTheKernelLacksIt) {
+  mapping m(4);
+  {
+    scoped_failure old_kernel(sys::mbind, EINVAL, 1);  // MPOL_PREFERRED_MANY unknown
+    numaaff::prefer(m.p, m.bytes, std::vector<int>{home(), home()});
+  }
+  EXPECT_EQ(raw_policy(m.p), MPOL_PREFERRED);
+}
+
+TEST(Memory, SetHomeNodeUsesTheSyscallOrSaysItIsMissing) {
+  mapping m(4);
+  {
+    scoped_failure missing(sys::set_mempolicy_home_node, ENOSYS);
+    std::error_code ec;
+    numaaff::set_home_node(m.p, m.bytes, home(), {}, ec);
+    EXPECT_EQ(ec, numaaff::errc::feature_unavailable);
+    EXPECT_EQ(raw_policy(m.p), MPOL_DEFAULT);  // left as it was
+    EXPECT_THROW(numaaff::set_home_node(m.p, m.bytes, home()), std::system_error);
+  }
+  std::error_code ec;
+  numaaff::set_home_node(m.p, m.bytes, home(), {}, ec);
+  if (ec == numaaff::errc::feature_unavailable) GTEST_SKIP() << "kernel before 5.17";
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(raw_policy(m.p), MPOL_BIND);
+}
+
+TEST(Memory, KernelRefusalIsASystemErrorNamingTheCall) {
+  mapping m(8);
+  m.touch();
+  std::memset(m.p, 0x5a, m.bytes);
+  {
+    scoped_failure deny(sys::mbind, EPERM);
+    try {
+      numaaff::bind(m.p, m.bytes, home());
+      FAIL() << "no exception";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), std::errc::operation_not_permitted);
+      EXPECT_EQ(std::string(e.what()).rfind("numaaff: mbind", 0), 0u) << e.what();
+    }
+    std::error_code ec;
+    numaaff::interleave(m.p, m.bytes, {home()}, {}, ec);
+    EXPECT_EQ(ec, std::errc::operation_not_permitted);
+  }
+  {
+    scoped_failure deny(sys::move_pages, EPERM);
+    try {
+      (void)numaaff::move_to(m.p, m.bytes, home());
+      FAIL() << "no exception";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), std::errc::operation_not_permitted);
+      EXPECT_EQ(std::string(e.what()).rfind("numaaff: move_pages", 0), 0u) << e.what();
+    }
+    std::error_code ec;
+    const numaaff::move_result r = numaaff::move_to(m.p, m.bytes, home(), ec);
+    EXPECT_EQ(ec, std::errc::operation_not_permitted);
+    EXPECT_EQ(r.failed, 8u);
+    EXPECT_EQ(r.first_error, EPERM);
+    EXPECT_THROW((void)numaaff::where(m.p, m.bytes), std::system_error);
+  }
+  for (std::size_t i = 0; i < m.bytes; ++i) ASSERT_EQ(m.p[i], 0x5a);  // data intact and readable
+}
+
+TEST(MoveTo, OnOneNodeEverythingIsAlreadyThere) {
+  mapping m(40);
+  for (std::size_t i = 0; i < 30; ++i) m.p[i * ps] = static_cast<char>(i);
+  const numaaff::move_result r = numaaff::move_to(m.p, m.bytes, home());
+  EXPECT_EQ(r.total, 40u);
+  EXPECT_EQ(r.already_there, 30u);
+  EXPECT_EQ(r.unpopulated, 10u);
+  EXPECT_EQ(r.moved, 0u);
+  EXPECT_TRUE(r.complete());
+  for (std::size_t i = 0; i < 30; ++i) EXPECT_EQ(m.p[i * ps], static_cast<char>(i));
+}
+
+}  // namespace
