@@ -33,6 +33,7 @@ enum class errc {
   handler_conflict,         ///< the SIGSEGV handler could not be installed or chained
   not_this_system,          ///< the topology is synthetic or loaded from XML: nothing is bound
   feature_unavailable,      ///< the running kernel lacks the call (e.g. set_mempolicy_home_node)
+  too_many_ranges,          ///< the next-touch registry is full (disarm finished ranges)
 };
 
 namespace detail {
@@ -48,6 +49,7 @@ class numaaff_category final : public std::error_category {
       case errc::handler_conflict: return "the SIGSEGV handler could not be installed";
       case errc::not_this_system: return "the topology does not describe this system";
       case errc::feature_unavailable: return "the running kernel does not provide this feature";
+      case errc::too_many_ranges: return "too many ranges are armed for next-touch at once";
     }
     return "unknown numaaff error " + std::to_string(code);
   }

@@ -13,6 +13,7 @@
 #include "config.hpp"
 #include "errors.hpp"
 #include "memory.hpp"
+#include "next_touch.hpp"
 #include "system_report.hpp"
 #include "topology.hpp"
 #include "version.hpp"

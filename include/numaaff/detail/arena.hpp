@@ -10,6 +10,7 @@
 // its own node only. Slabs are never returned to the kernel.
 #pragma once
 
+#include "armed_ranges.hpp"
 #include "numa_calls.hpp"
 #include "page.hpp"
 #include "throw.hpp"
@@ -320,7 +321,13 @@ inline void numa_deallocate(void* p, std::size_t bytes, std::size_t align, const
   if (p == nullptr) return;
   if (bytes == 0) bytes = 1;
   if (is_small(bytes, align) && !o.populate && !o.huge_pages && o.strict) return small_deallocate(p);
-  sys_munmap(p, align_up(bytes, page_size()));
+  const std::size_t len = align_up(bytes, page_size());
+  // A freed block must not stay armed for next-touch: its addresses will be reused.
+  if (registry_live.load(std::memory_order_acquire) != 0) {
+    const auto at = reinterpret_cast<std::uintptr_t>(p);
+    disarm_range(at, at + len);
+  }
+  sys_munmap(p, len);
 }
 
 }  // namespace numaaff::detail

@@ -1,0 +1,89 @@
+// A Google Benchmark main that also prints ratios between benchmarks of the same run, so that
+// every speed target is a ratio against a baseline measured minutes apart on the same machine,
+// never an absolute figure. It prints the topology it ran on first.
+#pragma once
+
+#include <numaaff/system_report.hpp>
+#include <numaaff/topology.hpp>
+
+#include <benchmark/benchmark.h>
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace numaaff_bench {
+
+/// "numerator / denominator: at least (or at most) target" on a per-item rate or a time.
+struct ratio {
+  std::string numerator;
+  std::string denominator;
+  enum class measure { rate, time } what;
+  double target;  // for rate: numerator/denominator >= target; for time: <= target
+  std::string label;
+};
+
+class collecting_reporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    // With --benchmark_repetitions the median stands for the benchmark (noisy machines and
+    // emulated ones need it); otherwise the single iteration run does.
+    for (const Run& r : runs) {
+      if (r.error_occurred) continue;
+      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
+      if (r.run_type != Run::RT_Iteration && !median) continue;
+      const std::string name = r.run_name.str();
+      if (!median && medians_.count(name) != 0) continue;
+      if (median) medians_[name] = true;
+      const auto it = r.counters.find("items_per_second");
+      rate_[name] = it != r.counters.end() ? it->second.value : 0.0;
+      time_[name] = r.GetAdjustedRealTime();
+    }
+  }
+  int print_ratios(const std::vector<ratio>& ratios) const {
+    std::printf("\nratios (same run):\n");
+    int missed = 0;
+    for (const ratio& q : ratios) {
+      const auto& table = q.what == ratio::measure::rate ? rate_ : time_;
+      const auto a = table.find(q.numerator), b = table.find(q.denominator);
+      if (a == table.end() || b == table.end() || b->second == 0.0) continue;  // filtered out
+      const double v = a->second / b->second;
+      const bool ok = q.what == ratio::measure::rate ? v >= q.target : v <= q.target;
+      missed += ok ? 0 : 1;
+      std::printf("  %-58s %8.2fx  target %s %.2fx  %s\n", q.label.c_str(), v,
+                  q.what == ratio::measure::rate ? ">=" : "<=", q.target, ok ? "met" : "MISSED");
+    }
+    return missed;
+  }
+
+ private:
+  std::map<std::string, double> rate_;
+  std::map<std::string, double> time_;
+  std::map<std::string, bool> medians_;
+};
+
+inline void print_context() {
+  utsname u{};
+  uname(&u);
+  const numaaff::topology& t = numaaff::topology::system();
+  std::printf("numaaff benchmark on kernel %s, %zu node(s), %zu cpu(s), placement effective: %s\n", u.release,
+              t.node_count(), t.cpus().size(), numaaff::system_report().placement_effective() ? "yes" : "no");
+}
+
+/// Runs the registered benchmarks and prints the ratios. Returns 0: a missed target is
+/// reported, not an error (benchmarks are smoke-run in CI on emulated or one-node machines).
+inline int run(int argc, char** argv, const std::vector<ratio>& ratios) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
+  print_context();
+  collecting_reporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.print_ratios(ratios);
+  benchmark::Shutdown();
+  return 0;
+}
+
+}  // namespace numaaff_bench

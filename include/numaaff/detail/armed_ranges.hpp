@@ -1,0 +1,171 @@
+// Arming and disarming next-touch ranges (never called from the signal handler). Arm and disarm
+// serialise on one mutex; the handler never takes it. A range whose chunks have all been
+// touched stays registered until the next arm/disarm call sweeps it, because freeing its chunk
+// words needs to wait for handlers still inside it, which a handler cannot do.
+#pragma once
+
+#include "../errors.hpp"
+#include "fault_registry.hpp"
+#include "signal_handler.hpp"
+
+#include <sched.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <system_error>
+
+namespace numaaff::detail {
+
+inline std::mutex& arm_lock() {
+  static std::mutex m;
+  return m;
+}
+
+/// Opens what is still armed, waits for handlers to leave, frees the slot. Holds arm_lock.
+inline void retire_slot(armed_range& r) noexcept {
+  r.state.store(slot_retiring, std::memory_order_release);
+  // Open only the chunks still armed, one mprotect per run of them: the rest of the range may
+  // already belong to a newer armed range that overlaps this one.
+  for (std::size_t k = 0; k < r.count && r.armed_left.load(std::memory_order_acquire) != 0;) {
+    if (!try_claim(r, k, 0)) {
+      ++k;
+      continue;
+    }
+    std::size_t last = k + 1;
+    while (last < r.count && try_claim(r, last, 0)) ++last;
+    sys_mprotect(reinterpret_cast<void*>(chunk_begin(r, k)), chunk_end(r, last) - chunk_begin(r, k), PROT_READ | PROT_WRITE);
+    for (std::size_t j = k; j < last; ++j) publish(r.words[j], chunk_open, 0);
+    k = last;
+  }
+  while (r.users.load(std::memory_order_acquire) != 0) ::sched_yield();
+  sys_munmap(r.words, r.words_bytes);
+  r.words = nullptr;
+  registry_generation.fetch_add(1, std::memory_order_acq_rel);
+  r.state.store(slot_free, std::memory_order_release);
+  registry_live.fetch_sub(1, std::memory_order_acq_rel);
+}
+
+/// Retires ranges whose chunks have all been opened. Holds arm_lock.
+inline void sweep_finished() noexcept {
+  const std::size_t high = registry_high.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < high; ++i) {
+    armed_range& r = registry[i];
+    if (r.state.load(std::memory_order_acquire) == slot_active && r.armed_left.load(std::memory_order_acquire) == 0)
+      retire_slot(r);
+  }
+}
+
+/// Opens, without migration, every armed chunk that overlaps [begin, end). Holds arm_lock.
+inline void disarm_locked(std::uintptr_t begin, std::uintptr_t end) noexcept {
+  const std::size_t high = registry_high.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < high; ++i) {
+    armed_range& r = registry[i];
+    if (r.state.load(std::memory_order_acquire) != slot_active || r.end <= begin || end <= r.begin) continue;
+    if (begin <= r.begin && r.end <= end) {
+      retire_slot(r);
+      continue;
+    }
+    const std::size_t k0 = (begin > r.begin ? begin - r.begin : 0) / r.chunk;
+    const std::size_t k1 = ((end < r.end ? end : r.end) - r.begin + r.chunk - 1) / r.chunk;
+    for (std::size_t k = k0; k < k1; ++k) {
+      if (!try_claim(r, k, 0)) continue;
+      if (!sys_mprotect(reinterpret_cast<void*>(chunk_begin(r, k)), chunk_end(r, k + 1) - chunk_begin(r, k),
+                        PROT_READ | PROT_WRITE)) {
+        retire_slot(r);  // out of mappings: open the whole range instead
+        break;
+      }
+      publish(r.words[k], chunk_open, 0);
+    }
+  }
+}
+
+inline void disarm_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
+  try {
+    std::lock_guard<std::mutex> guard(arm_lock());
+    disarm_locked(begin, end);
+    sweep_finished();
+  } catch (...) {  // std::mutex::lock cannot fail here in practice
+  }
+}
+
+/// Arms [begin, end) (page-aligned) in chunks of `chunk` bytes.
+inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chunk, touch_target target, bool adaptive,
+                      std::uint32_t max_run, std::error_code& ec) noexcept {
+  ec = install_segv_handler();
+  if (ec) return;
+  try {
+    std::lock_guard<std::mutex> guard(arm_lock());
+    sweep_finished();
+    disarm_locked(begin, end);  // re-arming what is armed replaces it
+    armed_range* slot = nullptr;
+    for (std::size_t i = 0; i < registry_capacity && slot == nullptr; ++i) {
+      int expected = slot_free;
+      if (registry[i].state.compare_exchange_strong(expected, slot_setup, std::memory_order_acq_rel)) {
+        slot = &registry[i];
+        std::size_t high = registry_high.load(std::memory_order_acquire);
+        while (high < i + 1 && !registry_high.compare_exchange_weak(high, i + 1, std::memory_order_acq_rel)) {
+        }
+      }
+    }
+    if (slot == nullptr) {
+      ec = make_error_code(errc::too_many_ranges);
+      return;
+    }
+    const std::size_t count = (end - begin + chunk - 1) / chunk;
+    const std::size_t words_bytes = align_up(count * sizeof(std::uint32_t), page_size());
+    const auto m = sys_mmap(words_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+    if (!m) {
+      slot->state.store(slot_free, std::memory_order_release);
+      ec = m.code();
+      return;
+    }
+    slot->words = static_cast<std::atomic<std::uint32_t>*>(m.value);
+    for (std::size_t k = 0; k < count; ++k) slot->words[k].store(chunk_armed, std::memory_order_relaxed);
+    slot->words_bytes = words_bytes;
+    slot->begin = begin;
+    slot->end = end;
+    slot->chunk = chunk;
+    slot->count = count;
+    slot->target = target;
+    slot->adaptive = adaptive;
+    slot->max_run = max_run < 1 ? 1 : max_run;
+    slot->run.store(1, std::memory_order_relaxed);
+    slot->armed_left.store(count, std::memory_order_relaxed);
+    registry_live.fetch_add(1, std::memory_order_acq_rel);
+    slot->state.store(slot_active, std::memory_order_release);  // before protecting: see below
+    // Published first, protected second: a fault can only happen once the range is protected,
+    // and by then the handler finds it.
+    const auto p = sys_mprotect(reinterpret_cast<void*>(begin), end - begin, PROT_NONE);
+    if (!p) {
+      ec = p.code();
+      retire_slot(*slot);
+    }
+  } catch (...) {
+    ec = std::make_error_code(std::errc::resource_unavailable_try_again);
+  }
+}
+
+/// True if any chunk overlapping [begin, end) is still armed.
+inline bool range_is_armed(std::uintptr_t begin, std::uintptr_t end) noexcept {
+  const std::size_t high = registry_high.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < high; ++i) {
+    armed_range& r = registry[i];
+    if (r.state.load(std::memory_order_acquire) != slot_active) continue;
+    r.users.fetch_add(1, std::memory_order_acq_rel);  // keeps the words alive while we look
+    bool armed = false;
+    if (r.state.load(std::memory_order_acquire) == slot_active && r.begin < end && begin < r.end) {
+      const std::size_t k0 = (begin > r.begin ? begin - r.begin : 0) / r.chunk;
+      const std::size_t k1 = ((end < r.end ? end : r.end) - r.begin + r.chunk - 1) / r.chunk;
+      for (std::size_t k = k0; k < k1 && !armed; ++k)
+        armed = (r.words[k].load(std::memory_order_acquire) & chunk_state_mask) == chunk_armed;
+    }
+    r.users.fetch_sub(1, std::memory_order_acq_rel);
+    if (armed) return true;
+  }
+  return false;
+}
+
+}  // namespace numaaff::detail

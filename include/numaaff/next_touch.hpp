@@ -1,0 +1,249 @@
+/**
+ * @file next_touch.hpp
+ * @brief Affinity on next touch: after a phase change, data follows the threads that use it.
+ *
+ * `affinity_on_next_touch(range)` arms a range: it is protected (PROT_NONE) and registered in
+ * chunks. The first touch of each chunk, read or write, by any thread traps in numaaff's SIGSEGV
+ * handler, which claims the chunk (exactly one thread wins; the others wait for it), opens it
+ * again and migrates all its pages to the toucher's node with one `move_pages` call per chunk
+ * of up to 128 pages, then lets the access resume. Later touches cost nothing. This is the
+ * "affinity-on-next-touch" that a 2009 kernel patch offered and Linux never merged, done in
+ * user space; chunking is what makes it cheap (one fault and one system call per chunk, not
+ * per page).
+ *
+ * What it costs: one protection fault plus one migration call per chunk. The default chunk
+ * (128 pages, 512 KiB with 4 KiB pages) keeps the fault share of the cost small while threads
+ * that own less than a chunk still get their data; see benchmarks/README.md. `adaptive`
+ * granularity grows a thread's claim while it touches consecutive chunks from one node and
+ * shrinks it when neighbours are claimed from different nodes.
+ *
+ * What to know:
+ * - The range must be ordinary read-write memory; opened chunks are made read-write. The
+ *   whole page-rounded range is covered (see memory.hpp for the rounding rule).
+ * - A system call that reads or writes an armed chunk (read(2) into it, say) fails with EFAULT
+ *   instead of trapping: touch the data from user code first, or disarm it.
+ * - Pages never touched before arming have nothing to move: they are placed at their first
+ *   touch, which is the toucher's node anyway. Pages shared with a forked child cannot be
+ *   migrated (counted as failed) but are opened like the rest.
+ * - If migration fails (node full, EPERM in a container), the chunk is opened all the same:
+ *   data never becomes unreachable; the failure is counted in next_touch_stats().
+ * - The handler owns only protection faults inside armed ranges. Any other SIGSEGV goes to the
+ *   handler installed before numaaff's, or to the default action, so real crashes still crash.
+ *   A handler installed after numaaff's must chain to it, as numaaff chains to others.
+ * - Memory freed through numaaff's allocators is disarmed first. Disarm memory you unmap
+ *   yourself, or a later mapping at the same address could be treated as armed.
+ * - fork(): the child inherits armed ranges and handles its own first touches.
+ * - One node: the whole path runs (trap, open, migrate to node 0); pages stay where they are.
+ *
+ * @code{.cpp}
+ * // At each phase change of an AMR solver, after repartitioning:
+ * numaaff::affinity_on_next_touch(block.data(), block.size() * sizeof(double));
+ * // ... the worker that now owns the block touches it first and pulls it to its node.
+ * @endcode
+ */
+#pragma once
+
+#include "detail/armed_ranges.hpp"
+#include "detail/throw.hpp"
+#include "errors.hpp"
+#include "memory.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <system_error>
+
+namespace numaaff {
+
+/// Where a touched chunk goes.
+enum class next_touch_target {
+  toucher_node,      ///< the node of the CPU the toucher runs on (default)
+  toucher_homenode,  ///< the toucher's homenode (thread pool / set_homenode), else its node
+};
+
+/// Options of affinity_on_next_touch.
+struct next_touch_options {
+  /// Bytes per chunk, a multiple of the page size; 0 means the default (128 pages).
+  std::size_t chunk_bytes = 0;
+  next_touch_target target = next_touch_target::toucher_node;
+  /// Grow a thread's claim up to `max_adaptive_chunks` chunks while it touches consecutive
+  /// chunks from one node; shrink to one when a neighbour belongs to another node.
+  bool adaptive = false;
+  std::uint32_t max_adaptive_chunks = 32;
+};
+
+/// Default chunk of next-touch, in pages (see benchmarks/README.md for the measurement).
+inline constexpr std::size_t default_next_touch_pages = 128;
+
+/**
+ * Arms the range for affinity on next touch (see the file comment).
+ *
+ * Re-arming a range that is partly armed replaces the overlapping part. Thread-safe; allocates
+ * one word per chunk (an anonymous mapping), blocks only on other arm/disarm calls.
+ * @throws std::invalid_argument for a null/wrapping range or a chunk size that is not a
+ *         non-zero multiple of the page size.
+ * @throws std::system_error: "mprotect" if the range cannot be protected (ENOMEM: too many
+ *         mappings), "sigaction" if the handler cannot be installed, or
+ *         numaaff::errc::too_many_ranges when 4096 ranges are armed at once.
+ */
+void affinity_on_next_touch(void* addr, std::size_t bytes);
+void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_options& options);
+void affinity_on_next_touch(void* addr, std::size_t bytes, std::error_code& ec) noexcept;
+void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_options& options,
+                            std::error_code& ec) noexcept;
+
+/**
+ * Opens every still-armed chunk overlapping the range, without migrating it. Chunks are opened
+ * whole, so a chunk straddling the range's edge is opened entirely. Thread-safe; never throws
+ * for a range that was never armed (a no-op).
+ * @throws std::invalid_argument for a null/wrapping range.
+ */
+void disarm(void* addr, std::size_t bytes);
+void disarm(void* addr, std::size_t bytes, std::error_code& ec) noexcept;
+
+/// True if some chunk overlapping the range is still armed. Thread-safe, lock-free.
+bool is_armed(const void* addr, std::size_t bytes) noexcept;
+
+/// Process-wide counters of the next-touch handler since start (or the last reset).
+struct next_touch_statistics {
+  std::uint64_t faults = 0;             ///< faults on armed ranges handled
+  std::uint64_t chunks_migrated = 0;    ///< chunks opened and migrated by a toucher
+  std::uint64_t pages_moved = 0;        ///< pages on the toucher's node after its migration call
+  std::uint64_t pages_failed = 0;       ///< pages that could not be moved (busy, node full, EPERM)
+  std::uint64_t pages_unpopulated = 0;  ///< never-touched pages found in migrated chunks
+  std::uint64_t widenings = 0;          ///< chunks widened because mprotect ran out of mappings
+  std::uint64_t waits = 0;              ///< times a thread slept while another opened its chunk
+  std::chrono::nanoseconds handler_time{0};  ///< total time spent in the handler
+};
+
+/// A snapshot of the counters. Thread-safe, lock-free, no allocation.
+next_touch_statistics next_touch_stats() noexcept;
+/// Zeroes the counters (for measurements). Thread-safe.
+void reset_next_touch_stats() noexcept;
+
+/**
+ * Arms a range for the duration of a phase: armed on construction, disarmed (what nobody
+ * touched is opened, unmigrated) on destruction. Not copyable.
+ *
+ * @code{.cpp}
+ * {
+ *   numaaff::next_touch_phase phase(grid.data(), grid.size() * sizeof(cell));
+ *   run_phase(grid);   // data follows the threads that touch it
+ * }
+ * @endcode
+ */
+class next_touch_phase {
+ public:
+  next_touch_phase(void* addr, std::size_t bytes, const next_touch_options& options = {})
+      : addr_(addr), bytes_(bytes) {
+    affinity_on_next_touch(addr, bytes, options);
+  }
+  ~next_touch_phase() {
+    std::error_code ignored;
+    disarm(addr_, bytes_, ignored);
+  }
+  next_touch_phase(const next_touch_phase&) = delete;
+  next_touch_phase& operator=(const next_touch_phase&) = delete;
+
+ private:
+  void* addr_;
+  std::size_t bytes_;
+};
+
+// ---- implementation ---------------------------------------------------------------------
+
+namespace detail {
+
+inline bool valid_chunk(std::size_t chunk) noexcept { return chunk != 0 && chunk % page_size() == 0; }
+inline std::size_t effective_chunk(const next_touch_options& o) noexcept {
+  return o.chunk_bytes == 0 ? default_next_touch_pages * page_size() : o.chunk_bytes;
+}
+
+}  // namespace detail
+
+inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_options& options,
+                                   std::error_code& ec) noexcept {
+  ec.clear();
+  detail::page_span span;
+  std::string why;
+  if (!detail::make_span(addr, bytes, span, why) || !detail::valid_chunk(detail::effective_chunk(options))) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return;
+  }
+  if (span.pages == 0) return;
+  detail::arm_range(span.first, span.first + span.bytes(), detail::effective_chunk(options),
+                    options.target == next_touch_target::toucher_homenode ? detail::touch_target::homenode
+                                                                          : detail::touch_target::current_node,
+                    options.adaptive, options.max_adaptive_chunks, ec);
+}
+
+inline void affinity_on_next_touch(void* addr, std::size_t bytes, std::error_code& ec) noexcept {
+  affinity_on_next_touch(addr, bytes, next_touch_options{}, ec);
+}
+
+inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_options& options) {
+  detail::require_range("affinity_on_next_touch", addr, bytes);
+  const std::size_t chunk = detail::effective_chunk(options);
+  if (!detail::valid_chunk(chunk)) {
+    detail::throw_invalid_argument("affinity_on_next_touch: chunk_bytes " + std::to_string(chunk) +
+                                   " is not a non-zero multiple of the page size (" +
+                                   std::to_string(detail::page_size()) + ")");
+  }
+  std::error_code ec;
+  affinity_on_next_touch(addr, bytes, options, ec);
+  if (!ec) return;
+  if (ec == errc::too_many_ranges) detail::throw_system_error(ec, "affinity_on_next_touch");
+  detail::throw_system_error(ec, detail::segv_handler_installed.load() ? "mprotect" : "sigaction");
+}
+
+inline void affinity_on_next_touch(void* addr, std::size_t bytes) {
+  affinity_on_next_touch(addr, bytes, next_touch_options{});
+}
+
+inline void disarm(void* addr, std::size_t bytes, std::error_code& ec) noexcept {
+  ec.clear();
+  detail::page_span span;
+  std::string why;
+  if (!detail::make_span(addr, bytes, span, why)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return;
+  }
+  if (span.pages != 0) detail::disarm_range(span.first, span.first + span.bytes());
+}
+
+inline void disarm(void* addr, std::size_t bytes) {
+  detail::require_range("disarm", addr, bytes);
+  std::error_code ec;
+  disarm(addr, bytes, ec);
+}
+
+inline bool is_armed(const void* addr, std::size_t bytes) noexcept {
+  detail::page_span span;
+  std::string why;
+  if (!detail::make_span(addr, bytes, span, why) || span.pages == 0) return false;
+  return detail::range_is_armed(span.first, span.first + span.bytes());
+}
+
+inline next_touch_statistics next_touch_stats() noexcept {
+  const detail::next_touch_counters& c = detail::nt_counters;
+  next_touch_statistics s;
+  s.faults = c.faults.load(std::memory_order_relaxed);
+  s.chunks_migrated = c.chunks.load(std::memory_order_relaxed);
+  s.pages_moved = c.pages_moved.load(std::memory_order_relaxed);
+  s.pages_failed = c.pages_failed.load(std::memory_order_relaxed);
+  s.pages_unpopulated = c.pages_unpopulated.load(std::memory_order_relaxed);
+  s.widenings = c.widened.load(std::memory_order_relaxed);
+  s.waits = c.waits.load(std::memory_order_relaxed);
+  s.handler_time = std::chrono::nanoseconds(c.handler_ns.load(std::memory_order_relaxed));
+  return s;
+}
+
+inline void reset_next_touch_stats() noexcept {
+  detail::next_touch_counters& c = detail::nt_counters;
+  for (auto* a : {&c.faults, &c.chunks, &c.pages_moved, &c.pages_failed, &c.pages_unpopulated, &c.widened, &c.waits,
+                  &c.handler_ns})
+    a->store(0, std::memory_order_relaxed);
+}
+
+}  // namespace numaaff

@@ -1,0 +1,363 @@
+// Next-touch on this host (layer 2): the whole trap -> open -> migrate path, contents, threads,
+// chaining to other handlers, real crashes, fork, THP, injected failures, running out of
+// mappings, and the API's errors. Migration itself is to node 0 here; the VM layer checks it.
+#include <numaaff/allocator.hpp>
+#include <numaaff/next_touch.hpp>
+
+#include <numaaff/detail/syscall.hpp>
+
+#include "common/placement_check.hpp"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using numaaff::detail::scoped_failure;
+using numaaff::detail::sys;
+
+const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+
+struct region {
+  explicit region(std::size_t bytes_, int advice = MADV_NOHUGEPAGE, int extra_flags = 0) : bytes(bytes_) {
+    p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0));
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    madvise(p, bytes, advice);
+  }
+  ~region() {
+    numaaff::disarm(p, bytes);
+    munmap(p, bytes);
+  }
+  void fill() const {
+    for (std::size_t i = 0; i < bytes; i += sizeof(std::uint64_t)) {
+      const std::uint64_t v = i * 0x9e3779b97f4a7c15ull;
+      std::memcpy(p + i, &v, sizeof v);
+    }
+  }
+  bool intact() const {
+    for (std::size_t i = 0; i < bytes; i += sizeof(std::uint64_t)) {
+      std::uint64_t v = 0;
+      std::memcpy(&v, p + i, sizeof v);
+      if (v != i * 0x9e3779b97f4a7c15ull) return false;
+    }
+    return true;
+  }
+  char* p;
+  std::size_t bytes;
+};
+
+TEST(NextTouch, FaultOpenMigrateKeepsContentsAcrossThreads) {
+  region r(16 << 20);
+  r.fill();
+  numaaff::reset_next_touch_stats();
+  numaaff::affinity_on_next_touch(r.p, r.bytes);
+  EXPECT_TRUE(numaaff::is_armed(r.p, r.bytes));
+  std::thread writer([&] {
+    for (std::size_t i = 0; i < r.bytes / 2; i += ps) r.p[i] = static_cast<char>(r.p[i] ^ 0x55);
+  });
+  std::thread reader([&] {
+    volatile char sink = 0;
+    for (std::size_t i = r.bytes / 2; i < r.bytes; i += ps) sink = static_cast<char>(sink + r.p[i]);
+  });
+  writer.join();
+  reader.join();
+  for (std::size_t i = 0; i < r.bytes / 2; i += ps) r.p[i] = static_cast<char>(r.p[i] ^ 0x55);
+  EXPECT_TRUE(r.intact());
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
+  const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
+  const std::size_t chunks = r.bytes / (numaaff::default_next_touch_pages * ps);
+  EXPECT_EQ(s.chunks_migrated, chunks);
+  EXPECT_GE(s.faults, chunks);
+  EXPECT_EQ(s.pages_moved, r.bytes / ps);
+  EXPECT_EQ(s.pages_failed, 0u);
+  EXPECT_GT(s.handler_time.count(), 0);
+  const auto raw = numaaff_test::query_pages(r.p, r.bytes);
+  EXPECT_EQ(raw.on(numaaff_test::sysfs_nodes().front()), r.bytes / ps);
+}
+
+TEST(NextTouch, ReadFirstTouchesAndUnpopulatedPages) {
+  region r(4 << 20);
+  numaaff::reset_next_touch_stats();
+  numaaff::affinity_on_next_touch(r.p, r.bytes);  // never written: nothing to move
+  long sum = 0;
+  for (std::size_t i = 0; i < r.bytes; i += ps) sum += r.p[i];
+  EXPECT_EQ(sum, 0);
+  EXPECT_EQ(numaaff::next_touch_stats().pages_failed, 0u);
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
+  r.p[12345] = 9;  // and writes work after a read opened the chunk
+  EXPECT_EQ(r.p[12345], 9);
+}
+
+TEST(NextTouch, UnalignedRangesAndTinyChunks) {
+  region r(64 * ps);
+  r.fill();
+  numaaff::next_touch_options o;
+  o.chunk_bytes = ps;
+  numaaff::affinity_on_next_touch(r.p + 100, 10 * ps, o);  // pages 0..10
+  EXPECT_TRUE(numaaff::is_armed(r.p, 1));
+  EXPECT_TRUE(numaaff::is_armed(r.p + 10 * ps, 1));
+  EXPECT_FALSE(numaaff::is_armed(r.p + 11 * ps, ps));
+  EXPECT_TRUE(r.intact());
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
+}
+
+TEST(NextTouchDeathTest, WildPointersStillCrash) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        region armed(1 << 20);
+        numaaff::affinity_on_next_touch(armed.p, armed.bytes);
+        char* gone = static_cast<char*>(mmap(nullptr, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        munmap(gone, ps);
+        *reinterpret_cast<volatile char*>(gone) = 1;  // SEGV_MAPERR: not ours
+      },
+      "");
+  EXPECT_DEATH(
+      {
+        region armed(1 << 20);
+        numaaff::affinity_on_next_touch(armed.p, armed.bytes);
+        char* guard = static_cast<char*>(mmap(nullptr, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        *reinterpret_cast<volatile char*>(guard) = 1;  // SEGV_ACCERR outside our ranges
+      },
+      "");
+}
+
+std::atomic<void*> app_fault_address{nullptr};
+void app_handler(int, siginfo_t* info, void*) {
+  _exit(info->si_addr == app_fault_address.load() ? 42 : 43);
+}
+
+TEST(NextTouchDeathTest, AnApplicationHandlerInstalledBeforeKeepsItsFaults) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        struct sigaction sa = {};
+        sa.sa_sigaction = app_handler;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, nullptr);
+        region armed(2 << 20);
+        armed.fill();
+        numaaff::affinity_on_next_touch(armed.p, armed.bytes);
+        if (!armed.intact()) _exit(44);  // ours: handled by numaaff, never by the app
+        char* guard = static_cast<char*>(mmap(nullptr, ps, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        app_fault_address = guard;
+        *reinterpret_cast<volatile char*>(guard) = 1;
+        _exit(45);
+      },
+      ::testing::ExitedWithCode(42), "");
+}
+
+TEST(NextTouch, DisarmOpensWithoutMigration) {
+  region r(4 << 20);
+  r.fill();
+  numaaff::affinity_on_next_touch(r.p, r.bytes);
+  numaaff::reset_next_touch_stats();
+  numaaff::disarm(r.p, r.bytes);
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
+  EXPECT_TRUE(r.intact());
+  EXPECT_EQ(numaaff::next_touch_stats().faults, 0u);
+  // Partial disarm opens whole chunks overlapping the range, and only those.
+  numaaff::affinity_on_next_touch(r.p, r.bytes);
+  numaaff::disarm(r.p + 10, 1);
+  EXPECT_FALSE(numaaff::is_armed(r.p, numaaff::default_next_touch_pages * ps));
+  EXPECT_TRUE(numaaff::is_armed(r.p + numaaff::default_next_touch_pages * ps, ps));
+  numaaff::disarm(r.p, r.bytes);
+  numaaff::disarm(r.p, r.bytes);  // again: a no-op
+}
+
+TEST(NextTouch, RearmingAPartlyArmedRange) {
+  region r(12 << 20);
+  r.fill();
+  numaaff::affinity_on_next_touch(r.p, 8 << 20);
+  numaaff::affinity_on_next_touch(r.p + (4 << 20), 8 << 20);
+  EXPECT_TRUE(numaaff::is_armed(r.p, ps));
+  EXPECT_TRUE(numaaff::is_armed(r.p + (11 << 20), ps));
+  EXPECT_TRUE(r.intact());
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
+  {
+    numaaff::next_touch_phase phase(r.p, r.bytes);
+    EXPECT_TRUE(numaaff::is_armed(r.p, r.bytes));
+    r.p[0] = r.p[0];
+  }
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));  // the phase disarmed the rest
+  EXPECT_TRUE(r.intact());
+}
+
+TEST(NextTouch, FreeingThroughNumaaffDisarms) {
+  const std::size_t bytes = 8 << 20;
+  void* p = numaaff::allocate_on_node(bytes, numaaff_test::sysfs_nodes().front());
+  std::memset(p, 3, bytes);
+  numaaff::affinity_on_next_touch(p, bytes);
+  EXPECT_TRUE(numaaff::is_armed(p, bytes));
+  numaaff::deallocate(p, bytes);
+  EXPECT_FALSE(numaaff::is_armed(p, bytes));
+  void* again = numaaff::allocate_on_node(bytes, numaaff_test::sysfs_nodes().front());
+  std::memset(again, 4, bytes);  // whatever address it got, it is plain memory
+  numaaff::deallocate(again, bytes);
+}
+
+TEST(NextTouch, ForkedChildTouchesArmedMemory) {
+  region r(4 << 20);
+  r.fill();
+  numaaff::affinity_on_next_touch(r.p, r.bytes);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(r.intact() ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "child killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(r.intact());  // the parent's own first touch
+}
+
+TEST(NextTouch, TransparentHugePageBackedRange) {
+  region raw(10 << 20, MADV_HUGEPAGE);
+  char* p = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(raw.p) + (2u << 20) - 1) & ~((std::uintptr_t{2} << 20) - 1));
+  const std::size_t bytes = 8 << 20;
+  for (std::size_t i = 0; i < bytes; ++i) p[i] = static_cast<char>(i % 251);
+  numaaff::affinity_on_next_touch(p, bytes);
+  for (std::size_t i = 0; i < bytes; ++i) ASSERT_EQ(p[i], static_cast<char>(i % 251)) << i;
+}
+
+TEST(NextTouch, FaultStormLosesNoUpdates) {
+  constexpr int threads = 4;
+  const std::size_t pages = 2048;
+  region r(pages * ps);
+  std::memset(r.p, 0, r.bytes);
+  numaaff::next_touch_options o;
+  o.chunk_bytes = 4 * ps;
+  numaaff::affinity_on_next_touch(r.p, r.bytes, o);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t) {
+    pool.emplace_back([&, t] {
+      std::vector<std::size_t> order(pages);
+      std::iota(order.begin(), order.end(), 0);
+      std::shuffle(order.begin(), order.end(), std::mt19937(static_cast<unsigned>(t)));
+      for (std::size_t k : order) reinterpret_cast<std::atomic<std::uint32_t>*>(r.p + k * ps)->fetch_add(1);
+    });
+  }
+  for (auto& th : pool) th.join();
+  for (std::size_t k = 0; k < pages; ++k)
+    ASSERT_EQ(reinterpret_cast<std::atomic<std::uint32_t>*>(r.p + k * ps)->load(), static_cast<std::uint32_t>(threads)) << k;
+  EXPECT_EQ(numaaff::next_touch_stats().pages_failed, 0u);
+}
+
+TEST(NextTouch, FailedMigrationStillOpensTheChunk) {
+  region r(4 << 20);
+  r.fill();
+  numaaff::affinity_on_next_touch(r.p, r.bytes);
+  numaaff::reset_next_touch_stats();
+  {
+    scoped_failure deny(sys::move_pages, EPERM);
+    EXPECT_TRUE(r.intact());
+  }
+  EXPECT_EQ(numaaff::next_touch_stats().pages_failed, r.bytes / ps);
+  EXPECT_EQ(numaaff::next_touch_stats().pages_moved, 0u);
+}
+
+TEST(NextTouch, RunningOutOfMappingsWidensChunks) {
+  region r(64 * ps);
+  r.fill();
+  numaaff::next_touch_options o;
+  o.chunk_bytes = ps;
+  numaaff::affinity_on_next_touch(r.p, r.bytes, o);
+  numaaff::reset_next_touch_stats();
+  {
+    scoped_failure no_maps(sys::mprotect, ENOMEM, 1);
+    const volatile char* page30 = r.p + 30 * ps;
+    const char seen = *page30;  // the fault whose mprotect fails
+    (void)seen;
+  }
+  EXPECT_EQ(numaaff::next_touch_stats().widenings, 1u);
+  EXPECT_TRUE(r.intact());
+}
+
+// Every other chunk of a large range: a checkerboard of open and protected chunks needs one
+// kernel mapping per chunk, more than vm.max_map_count allows; numaaff must widen, not fail.
+TEST(NextTouch, CheckerboardBeyondMaxMapCount) {
+  const std::size_t pages = 160000;  // 625 MiB of address space, never populated
+  region r(pages * ps, MADV_NOHUGEPAGE, MAP_NORESERVE);
+  numaaff::next_touch_options o;
+  o.chunk_bytes = ps;
+  numaaff::affinity_on_next_touch(r.p, r.bytes, o);
+  numaaff::reset_next_touch_stats();
+  long sum = 0;
+  for (std::size_t k = 0; k < pages; k += 2) sum += r.p[k * ps];
+  EXPECT_EQ(sum, 0);
+  for (std::size_t k = 1; k < pages; k += 2) sum += r.p[k * ps];
+  EXPECT_EQ(sum, 0);
+  const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
+  EXPECT_EQ(s.chunks_migrated, pages);
+  long limit = 0;
+  FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r");
+  if (f != nullptr) {
+    if (std::fscanf(f, "%ld", &limit) != 1) limit = 0;
+    std::fclose(f);
+  }
+  if (limit > 0 && static_cast<std::size_t>(limit) < pages / 2) {
+    EXPECT_GT(s.widenings, 0u);
+  }
+}
+
+TEST(NextTouch, FourGiBArmedEveryOtherChunkTouched) {
+  const std::size_t bytes = std::size_t{4} << 30;
+  region r(bytes, MADV_NOHUGEPAGE, MAP_NORESERVE);
+  numaaff::affinity_on_next_touch(r.p, bytes);
+  const std::size_t chunk = numaaff::default_next_touch_pages * ps;
+  long sum = 0;
+  for (std::size_t off = 0; off < bytes; off += 2 * chunk) sum += r.p[off];
+  EXPECT_EQ(sum, 0);
+  EXPECT_TRUE(numaaff::is_armed(r.p + chunk, 1));
+  EXPECT_FALSE(numaaff::is_armed(r.p, 1));
+}
+
+TEST(NextTouch, AdaptiveGranularityClaimsRunsForSequentialTouches) {
+  region r(32 << 20);
+  r.fill();
+  numaaff::next_touch_options o;
+  o.chunk_bytes = 16 * ps;
+  o.adaptive = true;
+  numaaff::affinity_on_next_touch(r.p, r.bytes, o);
+  numaaff::reset_next_touch_stats();
+  EXPECT_TRUE(r.intact());  // one thread, front to back
+  const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
+  const std::size_t chunks = r.bytes / (16 * ps);
+  EXPECT_EQ(s.chunks_migrated, chunks);
+  EXPECT_LT(s.faults * 8, chunks) << "the claim did not grow";
+}
+
+TEST(NextTouch, CallerErrors) {
+  region r(ps);
+  EXPECT_THROW(numaaff::affinity_on_next_touch(nullptr, 10), std::invalid_argument);
+  numaaff::next_touch_options o;
+  o.chunk_bytes = ps + 1;
+  EXPECT_THROW(numaaff::affinity_on_next_touch(r.p, ps, o), std::invalid_argument);
+  std::error_code ec;
+  numaaff::affinity_on_next_touch(r.p, ps, o, ec);
+  EXPECT_EQ(ec, std::errc::invalid_argument);
+  numaaff::affinity_on_next_touch(r.p, 0);  // no-op
+  EXPECT_FALSE(numaaff::is_armed(r.p, ps));
+  EXPECT_THROW(numaaff::disarm(nullptr, 1), std::invalid_argument);
+  {
+    scoped_failure refuse(sys::mprotect, ENOMEM, 1);
+    numaaff::affinity_on_next_touch(r.p, ps, ec);
+    EXPECT_EQ(ec, std::errc::not_enough_memory);
+  }
+  EXPECT_FALSE(numaaff::is_armed(r.p, ps));
+  r.p[0] = 1;  // still plain memory
+}
+
+}  // namespace
