@@ -93,9 +93,11 @@ TEST(Arena, SmallBlocksAreAlignedDistinctAndReused) {
   for (auto [p, n] : blocks) spans.emplace_back(reinterpret_cast<std::uintptr_t>(p), reinterpret_cast<std::uintptr_t>(p) + n);
   std::sort(spans.begin(), spans.end());
   for (std::size_t i = 1; i < spans.size(); ++i) ASSERT_LE(spans[i - 1].second, spans[i].first) << "overlap";
-  for (auto [p, n] : blocks) {
-    const auto* c = static_cast<const unsigned char*>(p);
-    ASSERT_TRUE(std::all_of(c, c + n, [&](unsigned char x) { return x == (n & 0xff); })) << "block of " << n;
+  for (const auto& block : blocks) {
+    const auto* c = static_cast<const unsigned char*>(block.first);
+    const auto expected = static_cast<unsigned char>(block.second & 0xff);
+    ASSERT_TRUE(std::all_of(c, c + block.second, [expected](unsigned char x) { return x == expected; }))
+        << "block of " << block.second;
   }
   for (auto [p, n] : blocks) r.deallocate(p, n, alignof(std::max_align_t));
   void* a = r.allocate(48, 16);
