@@ -20,29 +20,30 @@ build_config "$b/gcc-17" g++ 17 -DNUMAAFF_BUILD_BENCHMARKS=ON -DNUMAAFF_VM_TESTS
 run_host_layer "$b/gcc-17"
 
 echo "==== clang++, C++20 ===="
-build_config "$b/clang-20" clang++ 20
+build_config "$b/clang-20" clang++ 20 -DNUMAAFF_BUILD_BENCHMARKS=OFF
 run_host_layer "$b/clang-20"
 
 echo "==== g++, C++20 and clang++, C++17 ===="
-build_config "$b/gcc-20" g++ 20
+build_config "$b/gcc-20" g++ 20 -DNUMAAFF_BUILD_BENCHMARKS=OFF
 run_host_layer "$b/gcc-20"
-build_config "$b/clang-17" clang++ 17
+build_config "$b/clang-17" clang++ 17 -DNUMAAFF_BUILD_BENCHMARKS=OFF
 run_host_layer "$b/clang-17"
 
 echo "==== ASan + UBSan (clang++, C++17) ===="
 sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
-build_config "$b/asan" clang++ 17 -DCMAKE_CXX_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize"
+build_config "$b/asan" clang++ 17 -DCMAKE_CXX_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize" -DNUMAAFF_BUILD_BENCHMARKS=OFF
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_host_layer "$b/asan"
 
 echo "==== ThreadSanitizer (clang++, C++17): next-touch and the allocators ===="
 tsan="-fsanitize=thread -fno-omit-frame-pointer"
 cmake -S "$root" -B "$b/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_STANDARD=17 \
-    -DCMAKE_CXX_EXTENSIONS=OFF -DCMAKE_CXX_FLAGS="$tsan" -DCMAKE_EXE_LINKER_FLAGS="$tsan" -DNUMAAFF_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build "$b/tsan" -j "$jobs" --target test_next_touch test_allocator
+    -DCMAKE_CXX_EXTENSIONS=OFF -DCMAKE_CXX_FLAGS="$tsan" -DCMAKE_EXE_LINKER_FLAGS="$tsan" -DNUMAAFF_BUILD_EXAMPLES=OFF -DNUMAAFF_BUILD_BENCHMARKS=OFF >/dev/null
+cmake --build "$b/tsan" -j "$jobs" --target test_next_touch test_next_touch_random test_allocator
 # The two tests that arm gigabytes of address space are left out: TSan's shadow of them makes
 # each of their 100,000+ faults slow enough to take many minutes.
 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch" --gtest_brief=1 \
     --gtest_filter='-*CheckerboardBeyondMaxMapCount:*FourGiBArmedEveryOtherChunkTouched'
+TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch_random" --gtest_brief=1
 TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_allocator" --gtest_brief=1
 
 echo "==== benchmarks: smoke runs (tiny sizes; real figures are in benchmarks/README.md) ===="

@@ -32,6 +32,9 @@
  *   A handler installed after numaaff's must chain to it, as numaaff chains to others.
  * - Memory freed through numaaff's allocators is disarmed first. Disarm memory you unmap
  *   yourself, or a later mapping at the same address could be treated as armed.
+ * - Transparent huge pages migrate whole: when one 2 MiB page holds the parts of several
+ *   owners, the last of them to touch it takes all of it. For ownership finer than 2 MiB,
+ *   disable THP for the range (`madvise(MADV_NOHUGEPAGE)`) before its first touch.
  * - fork(): the child inherits armed ranges and handles its own first touches.
  * - One node: the whole path runs (trap, open, migrate to node 0); pages stay where they are.
  *
