@@ -291,6 +291,24 @@ TEST(NextTouch, RunningOutOfMappingsWidensChunks) {
   EXPECT_TRUE(r.intact());
 }
 
+TEST(NextTouch, WhenWideningIsNotEnoughTheWholeRangeOpens) {
+  region r(64 * ps);
+  r.fill();
+  numaaff::next_touch_options o;
+  o.chunk_bytes = ps;
+  numaaff::affinity_on_next_touch(r.p, r.bytes, o);
+  numaaff::reset_next_touch_stats();
+  {
+    scoped_failure no_maps(sys::mprotect, ENOMEM, 2);  // the chunk, then its widened span
+    const volatile char* page30 = r.p + 30 * ps;
+    const char seen = *page30;
+    (void)seen;
+  }
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));  // the rest was opened, unmigrated
+  EXPECT_TRUE(r.intact());
+  EXPECT_EQ(numaaff::next_touch_stats().faults, 1u);
+}
+
 // Every other chunk of a large range: a checkerboard of open and protected chunks needs one
 // kernel mapping per chunk, more than vm.max_map_count allows; numaaff must widen, not fail.
 TEST(NextTouch, CheckerboardBeyondMaxMapCount) {

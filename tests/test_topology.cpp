@@ -4,6 +4,7 @@
 #include <numaaff/topology.hpp>
 
 #include "common/placement_check.hpp"
+#include "common/process.hpp"
 
 #include <gtest/gtest.h>
 #include <hwloc.h>
@@ -204,14 +205,7 @@ TEST(Topology, HostMatchesTheKernel) {
 
 // Runs the probe helper (tests/topology_probe.cpp) under a shell prefix and returns its output.
 std::string run_probe(const std::string& prefix) {
-  const std::string cmd = prefix + " " + NUMAAFF_TOPOLOGY_PROBE + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return "popen failed";
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  const int status = pclose(p);
-  return status == 0 ? out : out + "\n(exit status " + std::to_string(status) + ")";
+  return numaaff_test::run_command(prefix + " " + NUMAAFF_TOPOLOGY_PROBE);
 }
 
 TEST(Topology, ChildUnderTasksetSeesOnlyItsCpu) {

@@ -3,6 +3,7 @@
 // between nodes, a thread bound to a node's CPU runs there, and a node's memory is really
 // limited to its size.
 #include "../common/numa_test.hpp"
+#include "../common/process.hpp"
 
 #include <gtest/gtest.h>
 #include <hwloc.h>
@@ -42,16 +43,6 @@ std::vector<std::vector<int>> configured_distances() {
   return m;
 }
 
-std::string run(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {};
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  pclose(p);
-  return out;
-}
-
 TEST(Rig, HwlocAndNumactlSeeTheConfiguredNodesAndDistances) {
   NUMAAFF_REQUIRE_NODES(2);
   const auto expected = configured_distances();
@@ -75,7 +66,7 @@ TEST(Rig, HwlocAndNumactlSeeTheConfiguredNodesAndDistances) {
   hwloc_distances_release(t, d);
   hwloc_topology_destroy(t);
 
-  const std::string numactl = run("numactl -H");
+  const std::string numactl = numaaff_test::run_command("numactl -H");
   EXPECT_NE(numactl.find("available: " + std::to_string(nodes) + " nodes"), std::string::npos) << numactl;
   std::stringstream lines(numactl.substr(numactl.find("node distances:")));
   std::string line;

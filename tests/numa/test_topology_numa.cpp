@@ -4,6 +4,7 @@
 #include <numaaff/topology.hpp>
 
 #include "../common/numa_test.hpp"
+#include "../common/process.hpp"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -48,23 +49,13 @@ TEST(TopologyNuma, CurrentNodeFollowsTheThread) {
   }
 }
 
-std::string run(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (p == nullptr) return {};
-  std::string out;
-  char buf[512];
-  while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
-  pclose(p);
-  return out;
-}
-
 TEST(TopologyNuma, NumactlCpuNodeBindRestrictsTheView) {
   NUMAAFF_REQUIRE_NODES(2);
   const int last = numaaff_test::sysfs_nodes().back();
-  const std::string out = run("numactl -N " + std::to_string(last) + " " NUMAAFF_TOPOLOGY_PROBE);
+  const std::string out = numaaff_test::run_command("numactl -N " + std::to_string(last) + " " NUMAAFF_TOPOLOGY_PROBE);
   EXPECT_NE(out.find("nodes=" + std::to_string(last) + "\n"), std::string::npos) << out;
   EXPECT_NE(out.find("restricted=1"), std::string::npos) << out;
-  const std::string free_run = run(NUMAAFF_TOPOLOGY_PROBE);
+  const std::string free_run = numaaff_test::run_command(NUMAAFF_TOPOLOGY_PROBE);
   EXPECT_NE(free_run.find("restricted=0"), std::string::npos) << free_run;
 }
 

@@ -24,6 +24,13 @@ inline std::mutex& arm_lock() {
   return m;
 }
 
+/// Re-opens [begin, end) of slot r; if the kernel is out of mappings for that (ENOMEM), opens
+/// the whole slot range instead, which merges it into one mapping and cannot run out.
+inline void open_or_open_all(const armed_range& r, std::uintptr_t begin, std::uintptr_t end) noexcept {
+  if (!sys_mprotect(reinterpret_cast<void*>(begin), end - begin, PROT_READ | PROT_WRITE))
+    sys_mprotect(reinterpret_cast<void*>(r.begin), r.end - r.begin, PROT_READ | PROT_WRITE);
+}
+
 /// Opens what is still armed, waits for handlers to leave, frees the slot. Holds arm_lock.
 inline void retire_slot(armed_range& r) noexcept {
   r.state.store(slot_retiring, std::memory_order_release);
@@ -36,7 +43,7 @@ inline void retire_slot(armed_range& r) noexcept {
     }
     std::size_t last = k + 1;
     while (last < r.count && try_claim(r, last, 0)) ++last;
-    sys_mprotect(reinterpret_cast<void*>(chunk_begin(r, k)), chunk_end(r, last) - chunk_begin(r, k), PROT_READ | PROT_WRITE);
+    open_or_open_all(r, chunk_begin(r, k), chunk_end(r, last));
     for (std::size_t j = k; j < last; ++j) publish(r.words[j], chunk_open, 0);
     k = last;
   }
@@ -72,11 +79,7 @@ inline void disarm_locked(std::uintptr_t begin, std::uintptr_t end) noexcept {
     const std::size_t k1 = ((end < r.end ? end : r.end) - r.begin + r.chunk - 1) / r.chunk;
     for (std::size_t k = k0; k < k1; ++k) {
       if (!try_claim(r, k, 0)) continue;
-      if (!sys_mprotect(reinterpret_cast<void*>(chunk_begin(r, k)), chunk_end(r, k + 1) - chunk_begin(r, k),
-                        PROT_READ | PROT_WRITE)) {
-        retire_slot(r);  // out of mappings: open the whole range instead
-        break;
-      }
+      open_or_open_all(r, chunk_begin(r, k), chunk_end(r, k + 1));
       publish(r.words[k], chunk_open, 0);
     }
   }

@@ -167,16 +167,14 @@ inline bool open_and_move(armed_range& r, std::size_t first, std::size_t last, i
     result = sys_mprotect(reinterpret_cast<void*>(chunk_begin(r, first)), chunk_end(r, last) - chunk_begin(r, first),
                           PROT_READ | PROT_WRITE);
     if (!result && result.error == ENOMEM) {
-      // Still too many mappings: open the whole range (one mapping) and leave the other armed
-      // chunks unmigrated. Data stays reachable; the rest of this phase loses next-touch.
-      for (std::size_t k = 0; k < r.count; ++k) {
-        if (k >= first && k < last) continue;
-        if (try_claim(r, k, node_bits)) {
-          if (k < first) first = k;
-          if (k >= last) last = k + 1;
-        }
-      }
+      // Still too many mappings: open the whole range (it becomes one mapping again) and mark
+      // every other armed chunk open without migrating it. Data stays reachable; the rest of
+      // this phase loses next-touch. Chunks other threads hold are left to them.
       result = sys_mprotect(reinterpret_cast<void*>(r.begin), r.end - r.begin, PROT_READ | PROT_WRITE);
+      if (result) {
+        for (std::size_t k = 0; k < r.count; ++k)
+          if ((k < first || k >= last) && try_claim(r, k, 0)) publish(r.words[k], chunk_open, 0);
+      }
     }
   }
   if (!result) return false;
