@@ -6,6 +6,7 @@
 #include <numaaff/memory.hpp>
 
 #include "ratio_report.hpp"
+#include "../tests/common/scratch.hpp"
 
 #include <benchmark/benchmark.h>
 #include <numaif.h>
@@ -21,17 +22,11 @@ namespace {
 
 const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
-struct region {
-  explicit region(std::size_t pages) : bytes(pages * page), addrs(pages) {
-    p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    madvise(p, bytes, MADV_NOHUGEPAGE);
+struct region : numaaff_test::scratch {
+  explicit region(std::size_t pages) : scratch(pages * page), addrs(pages) {
     std::memset(p, 1, bytes);
     for (std::size_t i = 0; i < pages; ++i) addrs[i] = p + i * page;
   }
-  ~region() { munmap(p, bytes); }
-  char* p;
-  std::size_t bytes;
   std::vector<void*> addrs;
 };
 

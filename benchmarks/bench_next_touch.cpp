@@ -12,6 +12,7 @@
 #include <numaaff/next_touch.hpp>
 
 #include "ratio_report.hpp"
+#include "../tests/common/scratch.hpp"
 
 #include <benchmark/benchmark.h>
 #include <numaif.h>
@@ -28,28 +29,13 @@ namespace {
 
 const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
-void pin_to(int node) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : numaaff::topology::system().cpus_of(node)) CPU_SET(static_cast<std::size_t>(c), &set);
-  sched_setaffinity(0, sizeof set, &set);
-}
+using numaaff_test::pin_to_node;
 
-struct region {
-  explicit region(std::size_t bytes_) : bytes(bytes_) {
-    p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    madvise(p, bytes, MADV_NOHUGEPAGE);
-  }
-  ~region() {
-    numaaff::disarm(p, bytes);
-    munmap(p, bytes);
-  }
+struct region : numaaff_test::scratch {
+  explicit region(std::size_t size) : scratch(size) {}
   void touch() const {
     for (std::size_t i = 0; i < bytes; i += page) p[i] = static_cast<char>(p[i] + 1);
   }
-  char* p;
-  std::size_t bytes;
 };
 
 int node_a() { return numaaff::topology::system().nodes().front(); }
@@ -62,12 +48,12 @@ void report(benchmark::State& state, std::size_t pages) {
 
 void next_touch(benchmark::State& state, numaaff::next_touch_options options) {
   region r(static_cast<std::size_t>(state.range(0)) << 20);
-  pin_to(node_a());
+  pin_to_node(node_a());
   std::memset(r.p, 1, r.bytes);
   numaaff::reset_next_touch_stats();
   for (auto _ : state) {
     for (int to : {node_b(), node_a()}) {
-      pin_to(to);
+      pin_to_node(to);
       numaaff::affinity_on_next_touch(r.p, r.bytes, options);
       r.touch();
     }

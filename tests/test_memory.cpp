@@ -5,6 +5,7 @@
 #include <numaaff/detail/syscall.hpp>
 
 #include "common/placement_check.hpp"
+#include "common/scratch.hpp"
 
 #include <gtest/gtest.h>
 #include <numaif.h>
@@ -22,17 +23,11 @@ using numaaff::detail::sys;
 
 const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
-struct mapping {
-  explicit mapping(std::size_t pages) : bytes(pages * ps) {
-    p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (p == MAP_FAILED) throw std::bad_alloc();
-  }
-  ~mapping() { munmap(p, bytes); }
+struct mapping : numaaff_test::scratch {
+  explicit mapping(std::size_t pages) : scratch(pages * ps, 0) {}
   void touch() const {
     for (std::size_t i = 0; i < bytes; i += ps) p[i] = static_cast<char>(i / ps);
   }
-  char* p;
-  std::size_t bytes;
 };
 
 int raw_policy(void* addr) {

@@ -7,6 +7,7 @@
 #include <numaaff/detail/syscall.hpp>
 
 #include "common/placement_check.hpp"
+#include "common/scratch.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -30,16 +31,8 @@ using numaaff::detail::sys;
 
 const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
-struct region {
-  explicit region(std::size_t bytes_, int advice = MADV_NOHUGEPAGE, int extra_flags = 0) : bytes(bytes_) {
-    p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0));
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    madvise(p, bytes, advice);
-  }
-  ~region() {
-    numaaff::disarm(p, bytes);
-    munmap(p, bytes);
-  }
+struct region : numaaff_test::scratch {
+  using scratch::scratch;
   void fill() const {
     for (std::size_t i = 0; i < bytes; i += sizeof(std::uint64_t)) {
       const std::uint64_t v = i * 0x9e3779b97f4a7c15ull;
@@ -54,8 +47,6 @@ struct region {
     }
     return true;
   }
-  char* p;
-  std::size_t bytes;
 };
 
 TEST(NextTouch, FaultOpenMigrateKeepsContentsAcrossThreads) {
@@ -274,39 +265,38 @@ TEST(NextTouch, FailedMigrationStillOpensTheChunk) {
   EXPECT_EQ(numaaff::next_touch_stats().pages_moved, 0u);
 }
 
-TEST(NextTouch, RunningOutOfMappingsWidensChunks) {
-  region r(64 * ps);
+// Arms 64 pages in 1-page chunks, opens page 20 normally, then touches page 30 while the
+// next `failures` mprotect calls fail with ENOMEM (as when vm.max_map_count is reached).
+void touch_while_out_of_mappings(region& r, long failures) {
   r.fill();
   numaaff::next_touch_options o;
   o.chunk_bytes = ps;
   numaaff::affinity_on_next_touch(r.p, r.bytes, o);
   numaaff::reset_next_touch_stats();
-  {
-    scoped_failure no_maps(sys::mprotect, ENOMEM, 1);
-    const volatile char* page30 = r.p + 30 * ps;
-    const char seen = *page30;  // the fault whose mprotect fails
-    (void)seen;
-  }
+  const volatile char* page20 = r.p + 20 * ps;
+  const volatile char* page30 = r.p + 30 * ps;
+  const char opened = *page20;
+  (void)opened;
+  scoped_failure no_maps(sys::mprotect, ENOMEM, failures);
+  const char seen = *page30;
+  (void)seen;
+}
+
+TEST(NextTouch, RunningOutOfMappingsWidensChunks) {
+  region r(64 * ps);
+  touch_while_out_of_mappings(r, 1);
   EXPECT_EQ(numaaff::next_touch_stats().widenings, 1u);
+  EXPECT_FALSE(numaaff::is_armed(r.p + 21 * ps, 43 * ps));  // widened from 21 up to the end
+  EXPECT_TRUE(numaaff::is_armed(r.p, 20 * ps));             // not past the open chunk 20
   EXPECT_TRUE(r.intact());
 }
 
 TEST(NextTouch, WhenWideningIsNotEnoughTheWholeRangeOpens) {
   region r(64 * ps);
-  r.fill();
-  numaaff::next_touch_options o;
-  o.chunk_bytes = ps;
-  numaaff::affinity_on_next_touch(r.p, r.bytes, o);
-  numaaff::reset_next_touch_stats();
-  {
-    scoped_failure no_maps(sys::mprotect, ENOMEM, 2);  // the chunk, then its widened span
-    const volatile char* page30 = r.p + 30 * ps;
-    const char seen = *page30;
-    (void)seen;
-  }
-  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));  // the rest was opened, unmigrated
+  touch_while_out_of_mappings(r, 2);  // the chunk, then its widened span
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));  // chunks 0-19 opened too, unmigrated
+  EXPECT_EQ(numaaff::next_touch_stats().faults, 2u);
   EXPECT_TRUE(r.intact());
-  EXPECT_EQ(numaaff::next_touch_stats().faults, 1u);
 }
 
 // Every other chunk of a large range: a checkerboard of open and protected chunks needs one

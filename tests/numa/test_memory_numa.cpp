@@ -6,6 +6,7 @@
 #include <numaaff/memory.hpp>
 
 #include "../common/numa_test.hpp"
+#include "../common/scratch.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
@@ -23,13 +24,9 @@ using numaaff_test::sysfs_nodes;
 
 const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
-struct mapping {
-  explicit mapping(std::size_t pages, bool huge = false) : bytes(pages * ps) {
-    p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
-  }
-  ~mapping() { munmap(p, bytes); }
+struct mapping : numaaff_test::scratch {
+  explicit mapping(std::size_t pages, bool huge = false)
+      : scratch(pages * ps, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE) {}
   void fill(unsigned seed) const {
     for (std::size_t i = 0; i < bytes; i += sizeof(std::uint32_t)) {
       const auto v = static_cast<std::uint32_t>(i * 2654435761u + seed);
@@ -44,8 +41,6 @@ struct mapping {
     }
     return true;
   }
-  char* p;
-  std::size_t bytes;
 };
 
 TEST(MemoryNuma, BindPutsEveryPageOnTheNode) {

@@ -7,6 +7,7 @@
 #include <numaaff/next_touch.hpp>
 
 #include "../common/numa_test.hpp"
+#include "../common/scratch.hpp"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -30,30 +31,15 @@ using numaaff_test::sysfs_nodes;
 
 const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
-void pin_to_node(int node) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : sysfs_cpus_of(node)) CPU_SET(static_cast<std::size_t>(c), &set);
-  sched_setaffinity(0, sizeof set, &set);
-}
+using numaaff_test::pin_to_node;
 
-struct region {
-  explicit region(std::size_t bytes_) : bytes(bytes_) {
-    p = static_cast<char*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    madvise(p, bytes, MADV_NOHUGEPAGE);
-  }
-  ~region() {
-    numaaff::disarm(p, bytes);
-    munmap(p, bytes);
-  }
+struct region : numaaff_test::scratch {
+  explicit region(std::size_t size) : scratch(size) {}
   std::uint64_t checksum(std::size_t from, std::size_t len) const {
     std::uint64_t h = 1469598103934665603ull;
     for (std::size_t i = from; i < from + len; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 1099511628211ull;
     return h;
   }
-  char* p;
-  std::size_t bytes;
 };
 
 // Fills the region on `node` (bind, touch, reset the policy so that only next-touch moves it).
