@@ -258,19 +258,13 @@ struct page_span {
   std::size_t bytes() const noexcept { return pages * page_size(); }
 };
 
-/// Validates a caller's range; sets ec (invalid_argument) and returns false on a bad one.
-inline bool make_span(const void* addr, std::size_t bytes, page_span& span, std::string& why) noexcept {
+/// Validates a caller's range and rounds it outward to pages. Allocates nothing, so the
+/// noexcept overloads can use it; require_range() words the error for the throwing ones.
+inline bool make_span(const void* addr, std::size_t bytes, page_span& span) noexcept {
   span = {};
   if (bytes == 0) return true;
   const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
-  if (addr == nullptr) {
-    why = "addr is null with bytes = " + std::to_string(bytes);
-    return false;
-  }
-  if (a + bytes < a || align_up(a + bytes, page_size()) < a) {
-    why = "the range at " + std::to_string(a) + " of " + std::to_string(bytes) + " bytes wraps the address space";
-    return false;
-  }
+  if (addr == nullptr || a + bytes < a || align_up(a + bytes, page_size()) < a) return false;
   span.first = align_down(a, page_size());
   span.pages = (align_up(a + bytes, page_size()) - span.first) / page_size();
   return true;
@@ -325,7 +319,7 @@ inline void policy_call(void* addr, std::size_t bytes, int mode, const std::vect
     page_span span;
     std::string why;
     std::vector<unsigned long> mask;
-    if (!make_span(addr, bytes, span, why) || (mode != MPOL_DEFAULT && !make_mask(nodes, mask, why))) {
+    if (!make_span(addr, bytes, span) || (mode != MPOL_DEFAULT && !make_mask(nodes, mask, why))) {
       ec = std::make_error_code(std::errc::invalid_argument);
       return;
     }
@@ -338,8 +332,10 @@ inline void policy_call(void* addr, std::size_t bytes, int mode, const std::vect
 /// Throwing forms check their arguments first, so caller errors carry a message naming them.
 inline void require_range(const char* fn, const void* addr, std::size_t bytes) {
   page_span span;
-  std::string why;
-  if (!make_span(addr, bytes, span, why)) throw_invalid_argument(std::string(fn) + ": " + why);
+  if (make_span(addr, bytes, span)) return;
+  if (addr == nullptr) throw_invalid_argument(std::string(fn) + ": addr is null with bytes = " + std::to_string(bytes));
+  throw_invalid_argument(std::string(fn) + ": the range at " + std::to_string(reinterpret_cast<std::uintptr_t>(addr)) +
+                         " of " + std::to_string(bytes) + " bytes wraps the address space");
 }
 inline void require_node(const char* fn, node_id node) {
   if (!valid_node(node)) throw_invalid_argument(std::string(fn) + ": " + node_error(node));
@@ -413,12 +409,12 @@ inline void interleave(void* addr, std::size_t bytes, const std::vector<node_id>
   }
   if (granularity == ps) return interleave(addr, bytes, nodes, o, ec);
   detail::page_span span;
-  std::string why;
-  if (!detail::make_span(addr, bytes, span, why)) {
+  if (!detail::make_span(addr, bytes, span)) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return;
   }
   try {
+    std::string why;
     std::vector<std::vector<unsigned long>> masks(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) {
       if (!detail::make_mask({nodes[i]}, masks[i], why)) {
@@ -494,8 +490,7 @@ inline void prefer(void* addr, std::size_t bytes, const std::vector<node_id>& no
 inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options o, std::error_code& ec) noexcept {
   ec.clear();
   detail::page_span span;
-  std::string why;
-  if (!detail::make_span(addr, bytes, span, why) || !detail::valid_node(home)) {
+  if (!detail::make_span(addr, bytes, span) || !detail::valid_node(home)) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return;
   }
@@ -582,8 +577,7 @@ inline move_result move_to(void* addr, std::size_t bytes, node_id target, std::e
   ec.clear();
   move_result r;
   detail::page_span span;
-  std::string why;
-  if (!detail::make_span(addr, bytes, span, why) || !detail::valid_node(target)) {
+  if (!detail::make_span(addr, bytes, span) || !detail::valid_node(target)) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return r;
   }
@@ -648,8 +642,7 @@ inline placement where(const void* addr, std::size_t bytes, std::error_code& ec)
   ec.clear();
   placement p;
   detail::page_span span;
-  std::string why;
-  if (!detail::make_span(addr, bytes, span, why)) {
+  if (!detail::make_span(addr, bytes, span)) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return p;
   }

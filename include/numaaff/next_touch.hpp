@@ -169,8 +169,7 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_tou
                                    std::error_code& ec) noexcept {
   ec.clear();
   detail::page_span span;
-  std::string why;
-  if (!detail::make_span(addr, bytes, span, why) || !detail::valid_chunk(detail::effective_chunk(options))) {
+  if (!detail::make_span(addr, bytes, span) || !detail::valid_chunk(detail::effective_chunk(options))) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return;
   }
@@ -207,8 +206,7 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes) {
 inline void disarm(void* addr, std::size_t bytes, std::error_code& ec) noexcept {
   ec.clear();
   detail::page_span span;
-  std::string why;
-  if (!detail::make_span(addr, bytes, span, why)) {
+  if (!detail::make_span(addr, bytes, span)) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return;
   }
@@ -223,8 +221,7 @@ inline void disarm(void* addr, std::size_t bytes) {
 
 inline bool is_armed(const void* addr, std::size_t bytes) noexcept {
   detail::page_span span;
-  std::string why;
-  if (!detail::make_span(addr, bytes, span, why) || span.pages == 0) return false;
+  if (!detail::make_span(addr, bytes, span) || span.pages == 0) return false;
   return detail::range_is_armed(span.first, span.first + span.bytes());
 }
 
