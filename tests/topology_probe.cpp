@@ -1,12 +1,35 @@
 // Helper for test_topology and the multi-node suite: prints what topology::system() sees, one
 // key=value per line, so a test can start it under taskset, numactl or an environment.
+// `topology_probe pool` prints what a default thread_pool would use instead.
+#include <numaaff/thread_pool.hpp>
 #include <numaaff/topology.hpp>
 
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
-int main() {
+namespace {
+
+void print_pool() {
+  numaaff::thread_pool pool;
+  std::printf("workers=%zu\n", pool.worker_count());
+  std::printf("pool_nodes=%s\n", numaaff::detail::format_list(pool.nodes()).c_str());
+  std::printf("policy=%s\n", numaaff::to_string(pool.policy()).c_str());
+  std::printf("steal=%s\n", numaaff::to_string(pool.steal()).c_str());
+  std::printf("bound=%d\n", pool.workers_bound() ? 1 : 0);
+  std::printf("homenode=%d\n", numaaff::this_homenode());
+  for (std::size_t i = 0; i < pool.worker_count(); ++i)
+    std::printf("worker%zu=%d@%d\n", i, pool.worker_node(i), pool.worker_cpu(i));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
   try {
+    if (argc > 1 && std::strcmp(argv[1], "pool") == 0) {
+      print_pool();
+      return 0;
+    }
     const numaaff::topology& t = numaaff::topology::system();
     std::printf("nodes=%s\n", numaaff::detail::format_list(t.nodes()).c_str());
     std::printf("cpus=%s\n", numaaff::detail::format_list(t.cpus()).c_str());

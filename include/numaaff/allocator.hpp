@@ -39,6 +39,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <memory_resource>
@@ -53,12 +54,34 @@ namespace numaaff {
 /// Placement options of allocators and resources (see the file comment).
 using alloc_options = detail::placement_options;
 
+namespace detail {
+
+/// `NUMAAFF_HOMENODE`, read once: the homenode of threads that set none (-1 when unset).
+inline node_id environment_homenode() {
+  static const node_id node = [] {
+    const char* v = std::getenv("NUMAAFF_HOMENODE");
+    if (v == nullptr || trim(v).empty()) return -1;
+    int n = -1;
+    if (!parse_int(v, n) || !valid_node(n))
+      throw_invalid_argument(std::string("NUMAAFF_HOMENODE='") + v + "': expected one of the kernel's nodes (" +
+                             format_list(kernel_nodes()) + ")");
+    return n;
+  }();
+  return node;
+}
+
+}  // namespace detail
+
 /**
- * The calling thread's homenode: the one numaaff's thread pool or set_homenode() gave it, else
- * the node it runs on now. Thread-safe, no allocation, no blocking.
+ * The calling thread's homenode: inside a thread-pool task, the task's; else the one
+ * set_homenode() gave the thread; else the process's (`NUMAAFF_HOMENODE`, as the launcher
+ * `numaaff-run -n` sets it); else the node the thread runs on now. Thread-safe, no allocation,
+ * no blocking. @throws std::invalid_argument when `NUMAAFF_HOMENODE` is not a kernel node.
  */
 inline node_id this_homenode() {
-  return detail::thread_homenode >= 0 ? detail::thread_homenode : current_node();
+  if (detail::thread_homenode >= 0) return detail::thread_homenode;
+  const node_id env = detail::environment_homenode();
+  return env >= 0 ? env : current_node();
 }
 
 /**

@@ -15,5 +15,6 @@
 #include "memory.hpp"
 #include "next_touch.hpp"
 #include "system_report.hpp"
+#include "thread_pool.hpp"
 #include "topology.hpp"
 #include "version.hpp"

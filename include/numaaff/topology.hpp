@@ -148,6 +148,9 @@ class topology {
 
   /// Bytes of memory attached to node `n` (as reported by the kernel or the description).
   std::uint64_t memory_of(node_id n) const { return memory_of_[checked_index(n, "node")]; }
+  /// hwloc's logical index of node `n` (its rank in topology order, which is how oneTBB and
+  /// `lstopo -l` number nodes; it differs from the kernel number on some machines).
+  int hwloc_logical_index(node_id n) const { return logical_index_[checked_index(n, "node")]; }
 
   topology_source source() const noexcept { return source_; }
   /// True only for a topology discovered on this machine; numaaff binds only according to it.
@@ -195,6 +198,7 @@ class topology {
   std::vector<node_id> nodes_;
   std::vector<std::vector<int>> cpus_of_;
   std::vector<std::uint64_t> memory_of_;
+  std::vector<int> logical_index_;  // hwloc's logical index of each node (oneTBB's NUMA id)
   std::vector<int> cpus_;
   std::vector<node_id> node_of_cpu_;  // indexed by OS cpu number, -1 where unknown
   std::vector<int> distances_;        // row-major, nodes_ order
@@ -437,6 +441,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     if (!mem_ok || (cpus.empty() && !machine_cpus_of[k].empty())) continue;
     topo.nodes_.push_back(static_cast<node_id>(obj->os_index));
     topo.memory_of_.push_back(obj->attr != nullptr ? obj->attr->numanode.local_memory : 0);
+    topo.logical_index_.push_back(static_cast<int>(obj->logical_index));
     topo.cpus_of_.push_back(std::move(cpus));
   }
   if (topo.nodes_.empty()) {
@@ -444,6 +449,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     // CPU keeps every caller working, which is what a non-NUMA kernel means.
     topo.nodes_.push_back(0);
     topo.memory_of_.push_back(hwloc_get_root_obj(t)->total_memory);
+    topo.logical_index_.push_back(0);
     topo.cpus_of_.push_back(detail::bitmap_to_vector(usable.get()));
   }
   for (std::size_t k = 0; k < topo.nodes_.size(); ++k) {

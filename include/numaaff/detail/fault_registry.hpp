@@ -11,11 +11,11 @@
 // accesses with the migration itself, so no write is lost).
 #pragma once
 
+#include "futex.hpp"
 #include "numa_calls.hpp"
 #include "page.hpp"
 #include "syscall.hpp"
 
-#include <linux/futex.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -82,20 +82,10 @@ inline std::atomic<std::size_t> registry_live{0};      // slots not free
 inline std::atomic<std::uint64_t> registry_generation{0};  // bumped whenever a slot retires
 inline next_touch_counters nt_counters;
 
-inline long futex(std::atomic<std::uint32_t>* word, int op, std::uint32_t value) noexcept {
-  return ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), op, value, nullptr, nullptr, 0);
-}
-
-inline std::uint64_t monotonic_ns() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
-
 /// Sets a chunk's state, keeping nothing but the node bits, and wakes sleepers if any.
 inline void publish(std::atomic<std::uint32_t>& w, std::uint32_t state, std::uint32_t node_bits) noexcept {
   const std::uint32_t old = w.exchange(node_bits | state, std::memory_order_acq_rel);
-  if ((old & chunk_waiters) != 0) futex(&w, FUTEX_WAKE_PRIVATE, INT_MAX);
+  if ((old & chunk_waiters) != 0) futex_wake(w);
 }
 
 /// Claims chunk k if it is armed. Async-signal-safe.
@@ -212,7 +202,7 @@ inline chunk_verdict handle_chunk_fault(armed_range& r, std::uintptr_t addr, int
       // Another thread is unprotecting it: sleep until the word changes.
       if ((v & chunk_waiters) == 0 && !w.compare_exchange_weak(v, v | chunk_waiters, std::memory_order_acq_rel)) continue;
       nt_counters.waits.fetch_add(1, std::memory_order_relaxed);
-      futex(&w, FUTEX_WAIT_PRIVATE, v | chunk_waiters);
+      futex_wait(w, v | chunk_waiters);
       if ((w.load(std::memory_order_acquire) & chunk_state_mask) != chunk_claimed) return chunk_verdict::handled;
       continue;
     }

@@ -1,0 +1,82 @@
+// Waiting on a 32-bit atomic word. C++17 has no atomic::wait, and what C++20's libstdc++ does
+// on Linux is this same futex call; calling it directly also gives us timed waits (the thread
+// pool's remote-steal delay) and keeps it async-signal-safe (the next-touch handler).
+#pragma once
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+
+namespace numaaff::detail {
+
+static_assert(sizeof(std::atomic<std::uint32_t>) == sizeof(std::uint32_t) &&
+                  std::atomic<std::uint32_t>::is_always_lock_free,
+              "futex needs a plain 32-bit word behind std::atomic");
+
+/// Sleeps while `word` holds `expected`, at most `timeout` (negative: no limit). Returns on a
+/// wake, a timeout, a signal or at once if the word differs: callers re-check their condition.
+inline void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                       std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1)) noexcept {
+  timespec ts{};
+  timespec* limit = nullptr;
+  if (timeout.count() >= 0) {
+    ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000000);
+    ts.tv_nsec = static_cast<long>(timeout.count() % 1000000000);
+    limit = &ts;
+  }
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, expected, limit, nullptr, 0);
+}
+
+/// Wakes up to `count` threads sleeping on `word`.
+inline void futex_wake(std::atomic<std::uint32_t>& word, int count = INT_MAX) noexcept {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
+}
+
+inline std::uint64_t monotonic_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+/**
+ * Sleep until notified, without lost wake-ups (an "event count"). A waiter announces itself
+ * (prepare_wait), re-checks its condition, then sleeps (commit_wait) or withdraws
+ * (cancel_wait); a notifier changes the condition, then calls notify_*. Both sides order their
+ * announcement before their check with seq_cst, so either the waiter sees the new state or the
+ * notifier sees the waiter. Notifying when nobody waits costs one fence and one load.
+ */
+class event_count {
+ public:
+  std::uint32_t prepare_wait() noexcept {
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    return epoch_.load(std::memory_order_seq_cst);
+  }
+  void cancel_wait() noexcept { waiters_.fetch_sub(1, std::memory_order_seq_cst); }
+  void commit_wait(std::uint32_t key, std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1)) noexcept {
+    futex_wait(epoch_, key, timeout);
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  }
+  /// Wakes one waiter; false if there was none.
+  bool notify_one() noexcept { return notify(1); }
+  bool notify_all() noexcept { return notify(INT_MAX); }
+
+ private:
+  bool notify(int count) noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) == 0) return false;
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake(epoch_, count);
+    return true;
+  }
+
+  std::atomic<std::uint32_t> epoch_{0};
+  std::atomic<std::uint32_t> waiters_{0};
+};
+
+}  // namespace numaaff::detail

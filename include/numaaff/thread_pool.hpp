@@ -1,0 +1,981 @@
+/**
+ * @file thread_pool.hpp
+ * @brief A node-affine thread pool: homenodes, node policies, distance-weighted stealing.
+ *
+ * The user-space form of the 2002 node-affine NUMA scheduler. Every worker and every task has
+ * a *homenode*. A worker is pinned to one CPU of its node. A task runs on its homenode's
+ * workers and the memory it allocates through numaaff's local allocators lands there
+ * (this_homenode() is the task's homenode while it runs). A *node policy* picks the homenode
+ * of work submitted without one:
+ * - `fork`: the submitter's homenode (a child task inherits its parent's; a thread outside the
+ *   pool uses its own: set_homenode(), `NUMAAFF_HOMENODE`, else the node it runs on). With an
+ *   explicit homenode on the submitting thread this is also the "explicit node" policy.
+ * - `exec`: the least-loaded node at submit time (queued + running tasks per worker).
+ * - `round_robin`: the pool's nodes in turn.
+ * `submit(node, f)` names the node itself; such a task is *bound*: it runs on that node only.
+ *
+ * Scheduling. Each worker owns a work-stealing deque; each node has a queue for work sent to it
+ * from elsewhere. An idle worker looks, in order, at its own deque, its node's queues, the deques
+ * of its siblings on the node, then at each remote node in order of distance, but only once it
+ * has been idle for that node's steal delay:
+ *
+ *     delay(from, to) = steal_delay * (distance(from, to) - 10) / 10
+ *
+ * (with the default 50 us and a 10/20 matrix, 50 us; with 10/100, 450 us). A stolen task keeps
+ * its homenode, so its memory and, under `fork`, its children go home. A worker that finds
+ * nothing spins for `spin` and then sleeps on a futex: an idle pool uses no CPU. Submitting wakes
+ * a sleeping worker of the task's node, or, if that node has none, the nearest node's, which
+ * then waits out its delay before stealing.
+ *
+ * Lifetime. A task's exception reaches its future (submit), its task_group (wait() rethrows the
+ * first) or, for post(), the pool (wait() rethrows the first); a worker never dies. The
+ * destructor finishes every submitted task, including the tasks they submit, then joins the
+ * workers; cancel() first discards what has not started (their futures then hold
+ * std::future_errc::broken_promise).
+ *
+ * One node (or a container without NUMA): one node's workers, no remote stealing, the same
+ * semantics. Under `taskset`, `numactl -N`, cgroup cpusets or `mpirun --bind-to numa` the pool
+ * uses only the CPUs the process may run on and the nodes that have such CPUs.
+ *
+ * @code{.cpp}
+ * numaaff::thread_pool pool;                       // one worker per allowed CPU
+ * auto f = pool.submit(2, [] { return numaaff::current_node(); });   // runs on node 2
+ * pool.parallel_for(0, n, [&](std::size_t i) { a[i] = 0; });  // node-contiguous blocks
+ * @endcode
+ */
+#pragma once
+
+#include "allocator.hpp"
+#include "detail/futex.hpp"
+#include "detail/homenode.hpp"
+#include "detail/text.hpp"
+#include "detail/throw.hpp"
+#include "detail/work_deque.hpp"
+#include "topology.hpp"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace numaaff {
+
+/// How the homenode of work submitted without one is chosen (see the file comment).
+enum class node_policy { fork, exec, round_robin };
+
+/// How idle workers take work from other nodes.
+enum class steal_mode {
+  distance,    ///< remote nodes after the distance-proportional delay (the default)
+  local_only,  ///< never across nodes: a node's work waits for that node's workers
+  free         ///< remote nodes at once, nearest first (plain work stealing)
+};
+
+/**
+ * What a thread_pool is built from. `from_environment()` gives the defaults with the
+ * `NUMAAFF_*` variables applied; a default-constructed value ignores the environment.
+ */
+struct thread_pool_options {
+  std::vector<node_id> nodes;            ///< nodes to use; empty: every node with allowed CPUs
+  int threads_per_node = 0;              ///< 0: one worker per allowed CPU of each node
+  node_policy policy = node_policy::fork;
+  steal_mode steal = steal_mode::distance;
+  std::chrono::microseconds steal_delay{50};  ///< delay per 10 units of distance beyond local
+  std::vector<std::vector<int>> distances;    ///< override of the topology's matrix (pool nodes' rows)
+  std::chrono::microseconds spin{50};         ///< how long an idle worker spins before sleeping
+  bool bind_workers = true;                   ///< pin each worker to one CPU (system topology only)
+  /// The topology to schedule on; null: topology::system(). A synthetic or XML topology gives
+  /// logical nodes and unbound workers: for tests of the scheduling logic.
+  std::shared_ptr<const topology> topo;
+
+  /**
+   * Defaults, then `NUMAAFF_NODE_POLICY` (fork|exec|round_robin), `NUMAAFF_THREADS_PER_NODE`
+   * (a positive integer), `NUMAAFF_STEAL` (distance[:MICROSECONDS]|local|free);
+   * `NUMAAFF_DISTANCES` and `NUMAAFF_TOPOLOGY` act through topology::system().
+   * @throws std::invalid_argument naming the variable and its valid forms.
+   */
+  static thread_pool_options from_environment();
+  /// The same, reading variables through `lookup` (e.g. another process's environment).
+  static thread_pool_options from_environment(const std::function<const char*(const char*)>& lookup);
+};
+
+std::string to_string(node_policy p);
+std::string to_string(steal_mode s);
+
+/// A contiguous block of an index range and the node it belongs to.
+struct index_block {
+  node_id node;
+  std::size_t first;
+  std::size_t last;
+};
+
+/// Counters of a pool since construction (each a sum of per-worker relaxed counters).
+struct thread_pool_stats {
+  std::uint64_t executed = 0;       ///< tasks run by workers
+  std::uint64_t stolen_local = 0;   ///< taken from a sibling's deque on the same node
+  std::uint64_t stolen_remote = 0;  ///< taken from another node
+  std::uint64_t sleeps = 0;         ///< times a worker went to sleep
+};
+
+class thread_pool;
+class task_group;
+
+namespace detail {
+
+/// The static split of OpenMP's schedule(static): part i of n items over k parts.
+inline std::pair<std::size_t, std::size_t> static_block(std::size_t n, std::size_t parts, std::size_t i) noexcept {
+  const std::size_t base = n / parts, extra = n % parts;
+  const std::size_t first = i * base + std::min(i, extra);
+  return {first, first + base + (i < extra ? 1 : 0)};
+}
+
+/// Completion and first error of a set of tasks (a task_group, or the whole pool).
+struct group_state {
+  std::atomic<std::size_t> pending{0};
+  event_count done;
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;  // written by the one task that set `failed`, read once pending is 0
+
+  void capture(std::exception_ptr e) noexcept {
+    bool expected = false;
+    if (failed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) error = std::move(e);
+  }
+  void finish_one() noexcept {
+    if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) done.notify_all();
+  }
+  std::exception_ptr take_error() noexcept {
+    if (!failed.load(std::memory_order_acquire)) return nullptr;
+    std::exception_ptr e = std::move(error);
+    error = nullptr;
+    failed.store(false, std::memory_order_release);
+    return e;
+  }
+};
+
+struct pool_task {
+  virtual ~pool_task() = default;
+  virtual void execute() = 0;
+  node_id home = -1;
+  bool bound = false;  // runs on its homenode's workers only
+  group_state* group = nullptr;
+};
+
+template <class F>
+struct fn_task final : pool_task {
+  template <class G>
+  explicit fn_task(G&& fn) : f(std::forward<G>(fn)) {}
+  void execute() override { f(); }
+  F f;
+};
+
+struct pool_worker {
+  pool_worker(std::size_t i, std::size_t ni, node_id n, int c) : index(i), node_index(ni), node(n), cpu(c) {}
+  std::size_t index;
+  std::size_t node_index;
+  node_id node;
+  int cpu;  // -1: not bound
+  work_deque<pool_task*> deque;
+  std::thread thread;
+  std::atomic<std::uint64_t> executed{0}, stolen_local{0}, stolen_remote{0}, sleeps{0};
+};
+
+struct pool_node {
+  node_id node = -1;
+  std::vector<pool_worker*> workers;
+  std::mutex lock;
+  std::deque<pool_task*> queue;        // stealable work sent to this node
+  std::deque<pool_task*> bound_queue;  // work that must run here
+  std::atomic<std::int64_t> queued{0};     // tasks in the queues and the workers' deques
+  std::atomic<std::int64_t> bound_queued{0};
+  std::atomic<std::int64_t> in_queues{0};  // tasks in the two queues (skip the lock when 0)
+  std::atomic<int> running{0};
+  std::atomic<int> spinning{0};  // workers searching before they sleep: no wake-up needed
+  event_count sleep;
+  std::vector<std::pair<std::size_t, std::uint64_t>> remotes;  // (node index, delay ns) by distance
+  std::vector<std::size_t> thieves;  // other nodes by their distance to this one (whom to wake)
+};
+
+/// The pool a thread works for, if any, and which worker it is.
+struct worker_context {
+  const thread_pool* pool = nullptr;
+  pool_worker* self = nullptr;
+};
+inline thread_local worker_context this_worker{};
+
+}  // namespace detail
+
+/**
+ * The node-affine pool (see the file comment). Thread safety: every member may be called
+ * from any thread, including from tasks, except the destructor, cancel() during destruction and
+ * wait() from a task of the same pool (std::invalid_argument: it would wait for itself; use a
+ * task_group).
+ */
+class thread_pool {
+ public:
+  /// All allowed CPUs, one worker each, options from the environment.
+  /// @throws std::invalid_argument on a bad `NUMAAFF_*` value; std::system_error if a thread
+  /// cannot be created.
+  thread_pool() : thread_pool(thread_pool_options::from_environment()) {}
+
+  /**
+   * @throws std::invalid_argument for an unknown or CPU-less node in `nodes`, a non-positive
+   * thread count, a distance matrix that does not fit, a negative delay.
+   * Binding a worker to its CPU can fail (a CPU outside the cpuset of a container): the worker
+   * then runs unbound and workers_bound() says false.
+   */
+  explicit thread_pool(const thread_pool_options& options);
+
+  /// Finishes all submitted work (including what it submits), then joins the workers.
+  ~thread_pool();
+
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+
+  /// Runs `f()` on a homenode chosen by the pool's node policy. Allocates the task and its
+  /// shared state; never blocks. @return std::future of f's result (or exception).
+  template <class F>
+  auto submit(F&& f) {
+    return submit_to(policy_node(), false, std::forward<F>(f));
+  }
+  /// Runs `f()` on a CPU of `homenode` (bound: never stolen by another node).
+  /// @throws std::invalid_argument if `homenode` is not one of the pool's nodes.
+  template <class F>
+  auto submit(node_id homenode, F&& f) {
+    return submit_to(checked_node(homenode, "submit"), true, std::forward<F>(f));
+  }
+
+  /// Fire-and-forget submit: no future (cheaper); an exception is kept for wait() to rethrow.
+  template <class F>
+  void post(F&& f) {
+    enqueue(make_task(std::forward<F>(f), policy_node(), false, nullptr));
+  }
+  template <class F>
+  void post(node_id homenode, F&& f) {
+    enqueue(make_task(std::forward<F>(f), checked_node(homenode, "post"), true, nullptr));
+  }
+
+  /**
+   * Blocks until every task submitted so far, and every task those submit, has finished; then
+   * rethrows the first exception a post()ed task threw since the last wait().
+   * @throws std::invalid_argument from a task of this pool (it would wait for itself).
+   */
+  void wait();
+
+  /// Discards the tasks that have not started; running ones finish. Their futures report
+  /// std::future_errc::broken_promise. @return how many were discarded.
+  std::size_t cancel() noexcept;
+
+  /**
+   * Calls `f(i)` for each i in [first, last), or `f(lo, hi)` once per block if f takes two
+   * indices. The range is cut into one contiguous block per node, in node order, in proportion
+   * to the node's workers, and each node block into one block per worker (OpenMP
+   * schedule(static) order, so data first touched by the same partition stays local); `grain`
+   * > 0 cuts blocks further to at most `grain` indices. Blocks are tasks with their node as
+   * homenode (stealable after the delay). The caller helps run them and blocks until all are
+   * done; the first exception is rethrown.
+   */
+  template <class F>
+  void parallel_for(std::size_t first, std::size_t last, F&& f, std::size_t grain = 0);
+
+  /// Runs `f(node)` once on a worker of each of the pool's nodes; waits; rethrows.
+  template <class F>
+  void for_each_node(F&& f);
+
+  /// Per-node blocks of [first, last) as parallel_for cuts them.
+  std::vector<index_block> node_blocks(std::size_t first, std::size_t last) const;
+  /// Per-worker blocks of [first, last) as parallel_for cuts them (worker order).
+  std::vector<index_block> worker_blocks(std::size_t first, std::size_t last) const;
+
+  const std::vector<node_id>& nodes() const noexcept { return node_ids_; }
+  std::size_t worker_count() const noexcept { return workers_.size(); }
+  std::size_t workers_on(node_id n) const { return node_state(checked_node(n, "workers_on")).workers.size(); }
+  /// The node of worker `i` and the CPU it is pinned to (-1: unbound).
+  node_id worker_node(std::size_t i) const { return worker_at(i).node; }
+  int worker_cpu(std::size_t i) const { return worker_at(i).cpu; }
+  /// True if every worker is pinned to its CPU (false on synthetic topologies, with
+  /// bind_workers = false, or where the kernel refused the binding).
+  bool workers_bound() const noexcept { return bound_; }
+  node_policy policy() const noexcept { return options_.policy; }
+  steal_mode steal() const noexcept { return options_.steal; }
+  const topology& topo() const noexcept { return *topo_; }
+  /// The remote-steal delay from a worker of `from` to work of `to` (zero for the same node).
+  std::chrono::nanoseconds steal_delay(node_id from, node_id to) const;
+  /// Remote nodes in the order a worker of `from` visits them.
+  std::vector<node_id> steal_order(node_id from) const;
+  thread_pool_stats stats() const noexcept;
+  /// A description of the pool (nodes, workers, CPUs, policy, stealing, delays).
+  std::string to_string() const;
+
+  /// The pool the calling thread works for, or nullptr.
+  static const thread_pool* current() noexcept { return detail::this_worker.pool; }
+  /// The calling worker's index in its pool, or -1 outside any pool's workers.
+  static int current_worker_index() noexcept {
+    return detail::this_worker.self != nullptr ? static_cast<int>(detail::this_worker.self->index) : -1;
+  }
+
+ private:
+  friend class task_group;
+
+  template <class F>
+  detail::pool_task* make_task(F&& f, std::size_t node_index, bool bound, detail::group_state* group) {
+    auto* t = new detail::fn_task<std::decay_t<F>>(std::forward<F>(f));
+    t->home = nodes_[node_index]->node;
+    t->bound = bound;
+    t->group = group;
+    return t;
+  }
+
+  template <class F>
+  auto submit_to(std::size_t node_index, bool bound, F&& f) {
+    using result = std::invoke_result_t<std::decay_t<F>>;
+    std::packaged_task<result()> job(std::forward<F>(f));
+    std::future<result> fut = job.get_future();
+    enqueue(make_task(std::move(job), node_index, bound, nullptr));
+    return fut;
+  }
+
+  void enqueue(detail::pool_task* t);
+  void wake_for(std::size_t node_index, bool bound) noexcept;
+  detail::pool_task* find_task(std::size_t node_index, detail::pool_worker* self, std::uint64_t idle_since,
+                               std::uint64_t& deadline);
+  detail::pool_task* take_from_queues(detail::pool_node& n, bool include_bound) noexcept;
+  void run_task(detail::pool_task* t, detail::pool_worker* self) noexcept;
+  void worker_main(detail::pool_worker& w);
+  /// The helping wait of task_group and parallel_for: run tasks until `g` has none pending.
+  void help_until_done(detail::group_state& g);
+
+  std::size_t policy_node();
+  std::size_t nearest_pool_node(node_id n) const noexcept;
+  std::size_t checked_node(node_id n, const char* fn) const;
+  std::size_t index_of(node_id n) const noexcept;
+  detail::pool_node& node_state(std::size_t i) const noexcept { return *nodes_[i]; }
+  const detail::pool_worker& worker_at(std::size_t i) const;
+  bool is_own_worker() const noexcept { return detail::this_worker.pool == this; }
+  std::vector<index_block> blocks(std::size_t first, std::size_t last, std::size_t grain) const;
+
+  static constexpr std::size_t no_node = static_cast<std::size_t>(-1);
+
+  thread_pool_options options_;
+  std::shared_ptr<const topology> topo_;
+  std::vector<node_id> node_ids_;
+  std::vector<std::unique_ptr<detail::pool_node>> nodes_;
+  std::vector<std::unique_ptr<detail::pool_worker>> workers_;
+  detail::group_state all_;  // every task; the errors of post()ed ones
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> round_robin_{0};
+  bool bound_ = false;
+};
+
+/**
+ * Fork-join on a thread_pool: run() tasks, then wait() for all of them. The waiting thread
+ * helps: it runs tasks of its node (a worker's own deque first) until the group is done, so
+ * nested groups inside tasks do not deadlock and do not need spare threads.
+ * Thread safety: run() from any thread; one thread waits. The destructor waits (and drops the
+ * exception, if any): call wait() to see it.
+ */
+class task_group {
+ public:
+  explicit task_group(thread_pool& pool) noexcept : pool_(pool) {}
+  ~task_group() {
+    pool_.help_until_done(state_);
+    state_.take_error();
+  }
+  task_group(const task_group&) = delete;
+  task_group& operator=(const task_group&) = delete;
+
+  /// Runs `f()` on a homenode chosen by the pool's policy (stealable after the delay).
+  template <class F>
+  void run(F&& f) {
+    pool_.enqueue(pool_.make_task(std::forward<F>(f), pool_.policy_node(), false, add()));
+  }
+  /// Runs `f()` with `homenode` as its homenode (stealable after the delay, like parallel_for
+  /// blocks; use thread_pool::submit(node, f) for work that must not leave the node).
+  template <class F>
+  void run(node_id homenode, F&& f) {
+    pool_.enqueue(pool_.make_task(std::forward<F>(f), pool_.checked_node(homenode, "task_group::run"), false, add()));
+  }
+  /// Helps until every task of the group has finished; rethrows the first exception.
+  void wait() {
+    pool_.help_until_done(state_);
+    if (std::exception_ptr e = state_.take_error()) std::rethrow_exception(e);
+  }
+
+ private:
+  friend class thread_pool;
+  detail::group_state* add() noexcept {
+    state_.pending.fetch_add(1, std::memory_order_relaxed);
+    return &state_;
+  }
+  thread_pool& pool_;
+  detail::group_state state_;
+};
+
+// ---- implementation ---------------------------------------------------------------------
+
+inline std::string to_string(node_policy p) {
+  switch (p) {
+    case node_policy::fork: return "fork";
+    case node_policy::exec: return "exec";
+    case node_policy::round_robin: return "round_robin";
+  }
+  return "?";
+}
+
+inline std::string to_string(steal_mode s) {
+  switch (s) {
+    case steal_mode::distance: return "distance";
+    case steal_mode::local_only: return "local";
+    case steal_mode::free: return "free";
+  }
+  return "?";
+}
+
+inline thread_pool_options thread_pool_options::from_environment() {
+  return from_environment([](const char* name) -> const char* { return std::getenv(name); });
+}
+
+inline thread_pool_options thread_pool_options::from_environment(const std::function<const char*(const char*)>& lookup) {
+  thread_pool_options o;
+  auto bad = [](const char* var, const char* value, const char* valid) {
+    detail::throw_invalid_argument(std::string(var) + "='" + value + "': expected " + valid);
+  };
+  if (const char* v = lookup("NUMAAFF_NODE_POLICY")) {
+    const std::string_view s = detail::trim(v);
+    if (s == "fork") o.policy = node_policy::fork;
+    else if (s == "exec") o.policy = node_policy::exec;
+    else if (s == "round_robin" || s == "round-robin" || s == "rr") o.policy = node_policy::round_robin;
+    else bad("NUMAAFF_NODE_POLICY", v, "fork, exec or round_robin");
+  }
+  if (const char* v = lookup("NUMAAFF_THREADS_PER_NODE")) {
+    int n = 0;
+    if (!detail::parse_int(v, n) || n < 1) bad("NUMAAFF_THREADS_PER_NODE", v, "a positive integer");
+    o.threads_per_node = n;
+  }
+  if (const char* v = lookup("NUMAAFF_STEAL")) {
+    const std::string_view s = detail::trim(v);
+    const char* valid = "distance, distance:MICROSECONDS (delay per 10 distance units), local or free";
+    if (s == "local") o.steal = steal_mode::local_only;
+    else if (s == "free") o.steal = steal_mode::free;
+    else if (s == "distance") o.steal = steal_mode::distance;
+    else if (s.substr(0, 9) == "distance:") {
+      int us = -1;
+      if (!detail::parse_int(s.substr(9), us) || us < 0) bad("NUMAAFF_STEAL", v, valid);
+      o.steal = steal_mode::distance;
+      o.steal_delay = std::chrono::microseconds(us);
+    } else {
+      bad("NUMAAFF_STEAL", v, valid);
+    }
+  }
+  return o;
+}
+
+inline thread_pool::thread_pool(const thread_pool_options& options)
+    : options_(options), topo_(options.topo ? options.topo : std::shared_ptr<const topology>(std::shared_ptr<void>(), &topology::system())) {
+  if (options_.threads_per_node < 0) detail::throw_invalid_argument("thread_pool: threads_per_node must be >= 0 (0: one per CPU)");
+  if (options_.steal_delay.count() < 0 || options_.spin.count() < 0)
+    detail::throw_invalid_argument("thread_pool: steal_delay and spin must not be negative");
+  if (!options_.distances.empty()) topo_ = std::make_shared<const topology>(topo_->with_distances(options_.distances));
+  const topology& t = *topo_;
+
+  // Nodes: the requested ones, else every node with CPUs this process may use.
+  if (options_.nodes.empty()) {
+    for (node_id n : t.nodes())
+      if (!t.cpus_of(n).empty()) node_ids_.push_back(n);
+  } else {
+    for (node_id n : options_.nodes) {
+      if (!t.has_node(n))
+        detail::throw_invalid_argument("thread_pool: node " + std::to_string(n) + " is not in the topology (" +
+                                       detail::format_list(t.nodes()) + ")");
+      if (t.cpus_of(n).empty())
+        detail::throw_invalid_argument("thread_pool: node " + std::to_string(n) + " has no CPU this process may use");
+      if (std::find(node_ids_.begin(), node_ids_.end(), n) == node_ids_.end()) node_ids_.push_back(n);
+    }
+    std::sort(node_ids_.begin(), node_ids_.end());
+  }
+  if (node_ids_.empty()) detail::throw_invalid_argument("thread_pool: no node with a usable CPU");
+
+  const bool bind = options_.bind_workers && t.is_this_system();
+  for (std::size_t ni = 0; ni < node_ids_.size(); ++ni) {
+    auto n = std::make_unique<detail::pool_node>();
+    n->node = node_ids_[ni];
+    const std::vector<int> cpus = t.cpus_of(n->node);
+    const std::size_t count = options_.threads_per_node > 0 ? static_cast<std::size_t>(options_.threads_per_node) : cpus.size();
+    for (std::size_t k = 0; k < count; ++k) {
+      workers_.push_back(std::make_unique<detail::pool_worker>(workers_.size(), ni, n->node, bind ? cpus[k % cpus.size()] : -1));
+      n->workers.push_back(workers_.back().get());
+    }
+    nodes_.push_back(std::move(n));
+  }
+  for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
+    for (node_id r : t.nodes_by_distance(node_ids_[ni])) {
+      const std::size_t ri = index_of(r);
+      if (ri == ni || ri == no_node) continue;
+      nodes_[ni]->remotes.emplace_back(ri, static_cast<std::uint64_t>(steal_delay(node_ids_[ni], r).count()));
+    }
+    std::vector<std::size_t>& th = nodes_[ni]->thieves;
+    for (std::size_t k = 0; k < nodes_.size(); ++k)
+      if (k != ni) th.push_back(k);
+    std::stable_sort(th.begin(), th.end(), [&](std::size_t a, std::size_t b) {
+      return t.distance(node_ids_[a], node_ids_[ni]) < t.distance(node_ids_[b], node_ids_[ni]);
+    });
+  }
+
+  // Start the workers; each reports whether its binding took.
+  std::atomic<std::size_t> unbound{0};
+  std::atomic<std::size_t> started{0};
+  for (auto& w : workers_) {
+    detail::pool_worker* wp = w.get();
+    try {
+      w->thread = std::thread([this, wp, &unbound, &started] {
+        if (wp->cpu >= 0) {
+          cpu_set_t set;
+          CPU_ZERO(&set);
+          CPU_SET(static_cast<std::size_t>(wp->cpu), &set);
+          const auto r = detail::call(detail::sys::sched_setaffinity, [&] { return ::sched_setaffinity(0, sizeof set, &set); });
+          if (!r) {
+            wp->cpu = -1;
+            unbound.fetch_add(1);
+          }
+        } else {
+          unbound.fetch_add(1);
+        }
+        started.fetch_add(1);
+        worker_main(*wp);
+      });
+    } catch (const std::system_error&) {
+      stop_.store(true);
+      for (auto& n : nodes_) n->sleep.notify_all();
+      for (auto& x : workers_)
+        if (x->thread.joinable()) x->thread.join();
+      throw;
+    }
+  }
+  while (started.load() < workers_.size()) std::this_thread::yield();
+  bound_ = unbound.load() == 0;
+}
+
+inline thread_pool::~thread_pool() {
+  help_until_done(all_);
+  stop_.store(true, std::memory_order_seq_cst);
+  for (auto& n : nodes_) n->sleep.notify_all();
+  for (auto& w : workers_)
+    if (w->thread.joinable()) w->thread.join();
+}
+
+inline std::size_t thread_pool::index_of(node_id n) const noexcept {
+  for (std::size_t i = 0; i < node_ids_.size(); ++i)
+    if (node_ids_[i] == n) return i;
+  return no_node;
+}
+
+inline std::size_t thread_pool::checked_node(node_id n, const char* fn) const {
+  const std::size_t i = index_of(n);
+  if (i == no_node)
+    detail::throw_invalid_argument(std::string("thread_pool::") + fn + ": node " + std::to_string(n) +
+                                   " is not one of the pool's nodes (" + detail::format_list(node_ids_) + ")");
+  return i;
+}
+
+inline std::size_t thread_pool::nearest_pool_node(node_id n) const noexcept {
+  const std::size_t i = index_of(n);
+  if (i != no_node) return i;
+  if (!topo_->has_node(n)) return 0;
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < node_ids_.size(); ++k)
+    if (topo_->distance(n, node_ids_[k]) < topo_->distance(n, node_ids_[best])) best = k;
+  return best;
+}
+
+inline const detail::pool_worker& thread_pool::worker_at(std::size_t i) const {
+  if (i >= workers_.size())
+    detail::throw_invalid_argument("thread_pool: worker " + std::to_string(i) + " out of range (" +
+                                   std::to_string(workers_.size()) + " workers)");
+  return *workers_[i];
+}
+
+inline std::chrono::nanoseconds thread_pool::steal_delay(node_id from, node_id to) const {
+  checked_node(from, "steal_delay");
+  checked_node(to, "steal_delay");
+  if (from == to || options_.steal == steal_mode::free) return std::chrono::nanoseconds(0);
+  const auto unit = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.steal_delay).count();
+  const int d = topo_->distance(from, to);
+  return std::chrono::nanoseconds(unit * (d - local_distance) / local_distance);
+}
+
+inline std::vector<node_id> thread_pool::steal_order(node_id from) const {
+  std::vector<node_id> out;
+  if (options_.steal == steal_mode::local_only) return out;
+  for (const auto& r : node_state(checked_node(from, "steal_order")).remotes) out.push_back(node_ids_[r.first]);
+  return out;
+}
+
+inline std::size_t thread_pool::policy_node() {
+  switch (options_.policy) {
+    case node_policy::fork:
+      return nearest_pool_node(this_homenode());
+    case node_policy::round_robin:
+      return round_robin_.fetch_add(1, std::memory_order_relaxed) % nodes_.size();
+    case node_policy::exec: {
+      // Least (queued + running) per worker; ties rotate so equal nodes share new work.
+      const std::size_t start = round_robin_.fetch_add(1, std::memory_order_relaxed) % nodes_.size();
+      std::size_t best = start;
+      std::int64_t best_load = 0, best_workers = 1;
+      for (std::size_t k = 0; k < nodes_.size(); ++k) {
+        const std::size_t i = (start + k) % nodes_.size();
+        const detail::pool_node& n = *nodes_[i];
+        const std::int64_t load = n.queued.load(std::memory_order_relaxed) + n.running.load(std::memory_order_relaxed);
+        const auto w = static_cast<std::int64_t>(n.workers.size());
+        if (k == 0 || load * best_workers < best_load * w) {
+          best = i;
+          best_load = load;
+          best_workers = w;
+        }
+      }
+      return best;
+    }
+  }
+  return 0;
+}
+
+inline void thread_pool::enqueue(detail::pool_task* t) {
+  all_.pending.fetch_add(1, std::memory_order_relaxed);
+  const std::size_t ni = index_of(t->home);
+  detail::pool_node& n = *nodes_[ni];
+  n.queued.fetch_add(1, std::memory_order_seq_cst);
+  detail::pool_worker* self = is_own_worker() ? detail::this_worker.self : nullptr;
+  if (!t->bound && self != nullptr && self->node_index == ni) {
+    self->deque.push(t);
+  } else {
+    {
+      std::lock_guard<std::mutex> g(n.lock);
+      if (t->bound) {
+        n.bound_queue.push_back(t);
+        n.bound_queued.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        n.queue.push_back(t);
+      }
+    }
+    n.in_queues.fetch_add(1, std::memory_order_seq_cst);
+  }
+  wake_for(ni, t->bound);
+}
+
+inline void thread_pool::wake_for(std::size_t ni, bool bound) noexcept {
+  detail::pool_node& n = *nodes_[ni];
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (n.spinning.load(std::memory_order_seq_cst) > 0 || n.sleep.notify_one()) return;
+  if (bound || options_.steal == steal_mode::local_only) return;
+  // Nobody on the task's node is free: the nearest idle node starts its steal delay.
+  for (std::size_t r : n.thieves) {
+    detail::pool_node& rn = *nodes_[r];
+    if (rn.spinning.load(std::memory_order_seq_cst) > 0 || rn.sleep.notify_one()) return;
+  }
+}
+
+inline detail::pool_task* thread_pool::take_from_queues(detail::pool_node& n, bool include_bound) noexcept {
+  if (n.in_queues.load(std::memory_order_seq_cst) <= 0) return nullptr;
+  detail::pool_task* t = nullptr;
+  {
+    std::lock_guard<std::mutex> g(n.lock);
+    if (include_bound && !n.bound_queue.empty()) {
+      t = n.bound_queue.front();
+      n.bound_queue.pop_front();
+      n.bound_queued.fetch_sub(1, std::memory_order_relaxed);
+    } else if (!n.queue.empty()) {
+      t = n.queue.front();
+      n.queue.pop_front();
+    }
+  }
+  if (t != nullptr) n.in_queues.fetch_sub(1, std::memory_order_relaxed);
+  return t;
+}
+
+inline detail::pool_task* thread_pool::find_task(std::size_t ni, detail::pool_worker* self, std::uint64_t idle_since,
+                                                 std::uint64_t& deadline) {
+  detail::pool_node& n = *nodes_[ni];
+  detail::pool_task* t = nullptr;
+  auto took = [&](detail::pool_node& from) {
+    from.queued.fetch_sub(1, std::memory_order_relaxed);
+    return t;
+  };
+  if (self != nullptr && (t = self->deque.pop()) != nullptr) return took(n);
+  // Bound work is for the node's own (pinned) workers, not for helping outsiders.
+  if ((t = take_from_queues(n, self != nullptr)) != nullptr) return took(n);
+  const std::size_t sibs = n.workers.size();
+  const std::size_t start = self != nullptr ? self->index : 0;
+  for (std::size_t k = 0; k < sibs; ++k) {
+    detail::pool_worker* s = n.workers[(start + k) % sibs];
+    if (s == self) continue;
+    if ((t = s->deque.steal()) != nullptr) {
+      if (self != nullptr) self->stolen_local.fetch_add(1, std::memory_order_relaxed);
+      return took(n);
+    }
+  }
+  if (options_.steal == steal_mode::local_only) return nullptr;
+  std::uint64_t now = 0;
+  for (const auto& [ri, delay] : n.remotes) {
+    detail::pool_node& rn = *nodes_[ri];
+    if (rn.queued.load(std::memory_order_seq_cst) - rn.bound_queued.load(std::memory_order_relaxed) <= 0) continue;
+    if (delay > 0) {
+      if (now == 0) now = detail::monotonic_ns();
+      if (now < idle_since + delay) {
+        deadline = std::min(deadline, idle_since + delay);
+        continue;
+      }
+    }
+    t = take_from_queues(rn, false);
+    for (std::size_t k = 0; t == nullptr && k < rn.workers.size(); ++k) t = rn.workers[(start + k) % rn.workers.size()]->deque.steal();
+    if (t != nullptr) {
+      if (self != nullptr) self->stolen_remote.fetch_add(1, std::memory_order_relaxed);
+      return took(rn);
+    }
+  }
+  return nullptr;
+}
+
+inline void thread_pool::run_task(detail::pool_task* t, detail::pool_worker* self) noexcept {
+  detail::pool_node& home = *nodes_[index_of(t->home)];
+  home.running.fetch_add(1, std::memory_order_relaxed);
+  const int saved = detail::thread_homenode;
+  detail::thread_homenode = t->home;
+  detail::group_state* g = t->group;
+#if defined(NUMAAFF_NO_EXCEPTIONS)
+  t->execute();
+#else
+  try {
+    t->execute();
+  } catch (...) {
+    (g != nullptr ? *g : all_).capture(std::current_exception());
+  }
+#endif
+  detail::thread_homenode = saved;
+  delete t;
+  home.running.fetch_sub(1, std::memory_order_relaxed);
+  if (self != nullptr) self->executed.fetch_add(1, std::memory_order_relaxed);
+  if (g != nullptr) g->finish_one();
+  all_.finish_one();
+}
+
+inline void thread_pool::worker_main(detail::pool_worker& w) {
+  detail::this_worker = {this, &w};
+  detail::thread_homenode = w.node;
+  detail::pool_node& n = *nodes_[w.node_index];
+  const auto spin_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.spin).count());
+  for (;;) {
+    std::uint64_t deadline = UINT64_MAX;
+    std::uint64_t idle_since = detail::monotonic_ns();
+    detail::pool_task* t = find_task(w.node_index, &w, idle_since, deadline);
+    if (t == nullptr) {
+      // Idle: spin (announced, so submitters skip the wake-up), then sleep.
+      n.spinning.fetch_add(1, std::memory_order_seq_cst);
+      for (unsigned round = 0;; ++round) {
+        deadline = UINT64_MAX;
+        if ((t = find_task(w.node_index, &w, idle_since, deadline)) != nullptr) break;
+        if (stop_.load(std::memory_order_acquire) || detail::monotonic_ns() - idle_since >= spin_ns) break;
+        if (round % 16 == 15) std::this_thread::yield();
+      }
+      n.spinning.fetch_sub(1, std::memory_order_seq_cst);
+      while (t == nullptr) {
+        const std::uint32_t key = n.sleep.prepare_wait();
+        deadline = UINT64_MAX;
+        if ((t = find_task(w.node_index, &w, idle_since, deadline)) != nullptr) {
+          n.sleep.cancel_wait();
+          break;
+        }
+        if (stop_.load(std::memory_order_seq_cst)) {
+          n.sleep.cancel_wait();
+          return;
+        }
+        w.sleeps.fetch_add(1, std::memory_order_relaxed);
+        const std::uint64_t now = detail::monotonic_ns();
+        const bool timed = deadline != UINT64_MAX;
+        n.sleep.commit_wait(key, timed ? std::chrono::nanoseconds(deadline > now ? deadline - now : 0)
+                                       : std::chrono::nanoseconds(-1));
+        // After sleeping with nothing in sight, the remote-steal clock starts again: work that
+        // appeared meanwhile is offered to its own node's workers first.
+        if (!timed) idle_since = detail::monotonic_ns();
+      }
+    }
+    run_task(t, &w);
+  }
+}
+
+inline void thread_pool::help_until_done(detail::group_state& g) {
+  if (g.pending.load(std::memory_order_acquire) == 0) return;
+  detail::pool_worker* self = is_own_worker() ? detail::this_worker.self : nullptr;
+  std::size_t ni = 0;
+  if (self != nullptr) {
+    ni = self->node_index;
+  } else {
+    std::error_code ec;
+    const node_id here = current_node(ec);
+    ni = ec ? 0 : nearest_pool_node(here);
+  }
+  // thread_pool::wait() and the destructor only sleep: the caller is usually an unbound thread,
+  // and running a task there would put it off its node.
+  const bool can_help = &g != &all_;
+  const std::uint64_t idle_since = detail::monotonic_ns();
+  const auto spin_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.spin).count());
+  std::uint64_t sleep_ns = 50000;
+  for (unsigned round = 0; g.pending.load(std::memory_order_acquire) != 0; ++round) {
+    std::uint64_t deadline = UINT64_MAX;
+    if (can_help) {
+      if (detail::pool_task* t = find_task(ni, self, idle_since, deadline)) {
+        run_task(t, self);
+        sleep_ns = 50000;
+        continue;
+      }
+    }
+    if (detail::monotonic_ns() - idle_since < spin_ns) {
+      if (round % 16 == 15) std::this_thread::yield();
+      continue;
+    }
+    // Sleep until the group completes. The wait is bounded because work this thread could help
+    // with does not wake it (it is not one of its node's sleepers); the bound grows to 1 ms.
+    const std::uint32_t key = g.done.prepare_wait();
+    if (g.pending.load(std::memory_order_seq_cst) == 0) {
+      g.done.cancel_wait();
+      break;
+    }
+    g.done.commit_wait(key, can_help ? std::chrono::nanoseconds(sleep_ns) : std::chrono::nanoseconds(-1));
+    sleep_ns = std::min<std::uint64_t>(sleep_ns * 2, 1000000);
+  }
+}
+
+inline void thread_pool::wait() {
+  if (is_own_worker())
+    detail::throw_invalid_argument("thread_pool::wait: called from one of the pool's tasks, it would wait for itself "
+                                   "(use a task_group)");
+  help_until_done(all_);
+  if (std::exception_ptr e = all_.take_error()) std::rethrow_exception(e);
+}
+
+inline std::size_t thread_pool::cancel() noexcept {
+  std::size_t dropped = 0;
+  for (auto& np : nodes_) {
+    detail::pool_node& n = *np;
+    for (;;) {
+      detail::pool_task* t = take_from_queues(n, true);
+      for (std::size_t k = 0; t == nullptr && k < n.workers.size(); ++k) t = n.workers[k]->deque.steal();
+      if (t == nullptr) break;
+      n.queued.fetch_sub(1, std::memory_order_relaxed);
+      detail::group_state* g = t->group;
+      delete t;
+      if (g != nullptr) g->finish_one();
+      all_.finish_one();
+      ++dropped;
+    }
+  }
+  return dropped;
+}
+
+inline std::vector<index_block> thread_pool::blocks(std::size_t first, std::size_t last, std::size_t grain) const {
+  std::vector<index_block> out;
+  if (last <= first) return out;
+  const std::size_t n = last - first;
+  const std::size_t parts = workers_.size();
+  for (std::size_t i = 0; i < parts; ++i) {
+    const auto [lo, hi] = detail::static_block(n, parts, i);
+    if (lo == hi) continue;
+    const std::size_t pieces = grain == 0 ? 1 : (hi - lo + grain - 1) / grain;
+    for (std::size_t p = 0; p < pieces; ++p) {
+      const auto [a, b] = detail::static_block(hi - lo, pieces, p);
+      out.push_back({workers_[i]->node, first + lo + a, first + lo + b});
+    }
+  }
+  return out;
+}
+
+inline std::vector<index_block> thread_pool::worker_blocks(std::size_t first, std::size_t last) const {
+  std::vector<index_block> out;
+  if (last <= first) return out;
+  for (std::size_t i = 0; i < workers_.size(); ++i) {
+    const auto [lo, hi] = detail::static_block(last - first, workers_.size(), i);
+    out.push_back({workers_[i]->node, first + lo, first + hi});
+  }
+  return out;
+}
+
+inline std::vector<index_block> thread_pool::node_blocks(std::size_t first, std::size_t last) const {
+  std::vector<index_block> out;
+  for (const index_block& b : worker_blocks(first, last)) {
+    if (!out.empty() && out.back().node == b.node) out.back().last = b.last;
+    else out.push_back(b);
+  }
+  return out;
+}
+
+template <class F>
+void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, std::size_t grain) {
+  constexpr bool ranged = std::is_invocable_v<F&, std::size_t, std::size_t>;
+  static_assert(ranged || std::is_invocable_v<F&, std::size_t>, "parallel_for: f must take (index) or (first, last)");
+  task_group g(*this);
+  for (const index_block& b : blocks(first, last, grain)) {
+    g.run(b.node, [&f, lo = b.first, hi = b.last] {
+      if constexpr (ranged) {
+        f(lo, hi);
+      } else {
+        for (std::size_t i = lo; i < hi; ++i) f(i);
+      }
+    });
+  }
+  g.wait();
+}
+
+template <class F>
+void thread_pool::for_each_node(F&& f) {
+  task_group g(*this);
+  for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
+    const node_id n = node_ids_[ni];
+    g.pool_.enqueue(make_task([&f, n] { f(n); }, ni, true, g.add()));
+  }
+  g.wait();
+}
+
+inline thread_pool_stats thread_pool::stats() const noexcept {
+  thread_pool_stats s;
+  for (const auto& w : workers_) {
+    s.executed += w->executed.load(std::memory_order_relaxed);
+    s.stolen_local += w->stolen_local.load(std::memory_order_relaxed);
+    s.stolen_remote += w->stolen_remote.load(std::memory_order_relaxed);
+    s.sleeps += w->sleeps.load(std::memory_order_relaxed);
+  }
+  return s;
+}
+
+inline std::string thread_pool::to_string() const {
+  std::string s = "thread_pool: " + std::to_string(workers_.size()) + " workers on " + std::to_string(nodes_.size()) +
+                  " node" + (nodes_.size() == 1 ? "" : "s") + ", policy " + numaaff::to_string(options_.policy) +
+                  ", steal " + numaaff::to_string(options_.steal) +
+                  (options_.steal == steal_mode::distance ? " (" + std::to_string(options_.steal_delay.count()) + " us per 10 distance units)" : "") +
+                  ", workers " + (bound_ ? "bound" : "not bound") + "\n";
+  for (const auto& np : nodes_) {
+    std::vector<int> cpus;
+    for (const detail::pool_worker* w : np->workers)
+      if (w->cpu >= 0) cpus.push_back(w->cpu);
+    s += "node " + std::to_string(np->node) + ": " + std::to_string(np->workers.size()) + " workers" +
+         (cpus.empty() ? std::string() : " on cpus " + detail::format_list(cpus)) + "; steals from";
+    if (options_.steal == steal_mode::local_only || np->remotes.empty()) s += " none";
+    for (const auto& [ri, delay] : np->remotes)
+      s += " " + std::to_string(node_ids_[ri]) + " after " + std::to_string(delay / 1000) + " us,";
+    if (s.back() == ',') s.pop_back();
+    s += "\n";
+  }
+  return s;
+}
+
+}  // namespace numaaff

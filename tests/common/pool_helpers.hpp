@@ -1,0 +1,71 @@
+// Helpers for thread-pool tests: gates tasks can block on, occupying a node's workers, running
+// stealable work without the caller helping, and the pool's view of the running worker's node.
+#pragma once
+
+#include <numaaff/thread_pool.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
+
+namespace numaaff_test {
+
+/// A one-shot gate tasks can block on.
+class gate {
+ public:
+  void open() {
+    std::lock_guard<std::mutex> g(m_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void pass() {
+    std::unique_lock<std::mutex> g(m_);
+    cv_.wait(g, [&] { return open_; });
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+/// Counts arrivals so a test can wait until n tasks are running.
+class arrivals {
+ public:
+  void arrive() { n_.fetch_add(1); }
+  void await(int n) const {
+    while (n_.load() < n) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+
+ private:
+  std::atomic<int> n_{0};
+};
+
+/// The node of the worker running the caller (the pool's own view: synthetic nodes are logical).
+inline numaaff::node_id worker_node() {
+  const numaaff::thread_pool* p = numaaff::thread_pool::current();
+  return p != nullptr ? p->worker_node(static_cast<std::size_t>(numaaff::thread_pool::current_worker_index())) : -1;
+}
+
+/// Runs `f` as stealable work with homenode `node` and waits without helping (a helping wait
+/// from this thread would run it here).
+template <class F>
+void run_stealable_and_wait(numaaff::thread_pool& pool, numaaff::node_id node, F f) {
+  std::promise<void> done;
+  numaaff::task_group tg(pool);
+  tg.run(node, [&] {
+    f();
+    done.set_value();
+  });
+  done.get_future().get();
+}
+
+/// Occupies every worker of `node` until `g` opens.
+inline void block_node(numaaff::thread_pool& pool, numaaff::node_id node, gate& g, arrivals& in) {
+  for (std::size_t k = 0; k < pool.workers_on(node); ++k) pool.post(node, [&] { in.arrive(); g.pass(); });
+}
+
+}  // namespace numaaff_test

@@ -1,0 +1,183 @@
+// The thread pool on a real multi-node kernel (inside the emulated VM). Where a task ran is
+// checked with sched_getcpu and the kernel's sysfs CPU lists, where its memory went with a raw
+// move_pages query: never with the pool's own bookkeeping.
+#include <numaaff/thread_pool.hpp>
+
+#include "../common/numa_test.hpp"
+#include "../common/pool_helpers.hpp"
+#include "../common/process.hpp"
+#include "../common/scratch.hpp"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <vector>
+
+namespace {
+
+using numaaff::node_id;
+using numaaff::thread_pool;
+using numaaff::thread_pool_options;
+using numaaff_test::query_pages;
+using numaaff_test::sysfs_nodes;
+
+/// The node of the CPU running the caller, per the kernel.
+int kernel_node_here() { return numaaff_test::sysfs_node_of_cpu(sched_getcpu()); }
+
+const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+
+TEST(ThreadPoolNuma, OneBoundWorkerPerCpuOnEveryNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  thread_pool pool;
+  EXPECT_TRUE(pool.workers_bound());
+  EXPECT_EQ(pool.nodes(), sysfs_nodes());
+  std::size_t cpus = 0;
+  for (int n : sysfs_nodes()) {
+    EXPECT_EQ(pool.workers_on(n), numaaff_test::sysfs_cpus_of(n).size());
+    cpus += numaaff_test::sysfs_cpus_of(n).size();
+  }
+  EXPECT_EQ(pool.worker_count(), cpus);
+  for (std::size_t i = 0; i < pool.worker_count(); ++i)
+    EXPECT_EQ(numaaff_test::sysfs_node_of_cpu(pool.worker_cpu(i)), pool.worker_node(i));
+}
+
+TEST(ThreadPoolNuma, SubmitToANodeRunsOnACpuOfThatNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  thread_pool pool;
+  for (int round = 0; round < 10; ++round) {
+    for (int n : sysfs_nodes()) {
+      const auto [kernel_node, home] =
+          pool.submit(n, [] { return std::make_pair(kernel_node_here(), numaaff::this_homenode()); }).get();
+      EXPECT_EQ(kernel_node, n);
+      EXPECT_EQ(home, n);
+    }
+  }
+}
+
+TEST(ThreadPoolNuma, ForkChildrenOfATaskOnNodeTwoRunOnNodeTwo) {
+  NUMAAFF_REQUIRE_NODES(3);
+  auto o = thread_pool_options::from_environment();
+  o.policy = numaaff::node_policy::fork;
+  o.steal_delay = std::chrono::seconds(2);  // far longer than the children take
+  thread_pool pool(o);
+  std::mutex m;
+  std::map<int, int> ran_on;
+  std::set<node_id> homes;
+  pool.submit(2, [&] {
+        numaaff::task_group g(pool);
+        for (int k = 0; k < 64; ++k)
+          g.run([&] {
+            volatile double x = 0;
+            for (int i = 0; i < 20000; ++i) x = x + i;
+            std::lock_guard<std::mutex> l(m);
+            ++ran_on[kernel_node_here()];
+            homes.insert(numaaff::this_homenode());
+          });
+        g.wait();
+      }).get();
+  EXPECT_EQ(ran_on, (std::map<int, int>{{2, 64}}));
+  EXPECT_EQ(homes, (std::set<node_id>{2}));
+}
+
+TEST(ThreadPoolNuma, BusyNodesWorkIsStolenOnlyAfterTheDelayAndKeepsItsHomenode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  auto o = thread_pool_options::from_environment();
+  o.steal_delay = std::chrono::milliseconds(20);
+  thread_pool pool(o);
+  numaaff_test::gate g;
+  numaaff_test::arrivals in;
+  numaaff_test::block_node(pool, 0, g, in);
+  in.await(static_cast<int>(pool.workers_on(0)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // every other worker is asleep
+
+  const node_id thief_expected = pool.steal_order(0).front();
+  const auto delay = pool.steal_delay(0, thief_expected);
+  int ran_on = -1;
+  node_id home = -1;
+  numaaff_test::raw_placement memory;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::chrono::nanoseconds waited{};
+  numaaff_test::run_stealable_and_wait(pool, 0, [&] {
+    waited = std::chrono::steady_clock::now() - t0;
+    ran_on = kernel_node_here();
+    home = numaaff::this_homenode();
+    std::vector<char, numaaff::local_allocator<char>> v(256 * ps, 1);  // lands on the homenode
+    memory = query_pages(v.data(), v.size());
+  });
+  g.open();
+  EXPECT_EQ(ran_on, thief_expected) << "the nearest node steals first";
+  EXPECT_EQ(home, 0);
+  EXPECT_GE(waited, delay);
+  EXPECT_EQ(memory.on(0), memory.total) << "a stolen task's memory goes to its homenode";
+}
+
+TEST(ThreadPoolNuma, LocalAllocatorMemoryOfATaskIsOnItsHomenode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  thread_pool pool;
+  for (int n : sysfs_nodes()) {
+    const auto raw = pool.submit(n, [] {
+                           std::vector<double, numaaff::local_allocator<double>> big(1 << 18, 1.0);
+                           std::vector<int, numaaff::local_allocator<int>> small(100, 2);
+                           return std::make_pair(query_pages(big.data(), big.size() * sizeof(double)),
+                                                 query_pages(small.data(), small.size() * sizeof(int)));
+                         }).get();
+    EXPECT_EQ(raw.first.on(n), raw.first.total) << "node " << n;
+    EXPECT_EQ(raw.second.on(n), raw.second.total) << "node " << n;
+  }
+}
+
+TEST(ThreadPoolNuma, ParallelForFirstTouchPutsEachNodesBlockOnThatNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  auto o = thread_pool_options::from_environment();
+  o.steal = numaaff::steal_mode::local_only;
+  thread_pool pool(o);
+  const std::size_t pages = 2048;
+  numaaff_test::scratch m(pages * ps);
+  pool.parallel_for(0, pages, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) m.p[i * ps] = 1;
+  });
+  for (const auto& b : pool.node_blocks(0, pages)) {
+    const auto raw = query_pages(m.p + b.first * ps, (b.last - b.first) * ps);
+    EXPECT_EQ(raw.on(b.node), raw.total) << "block of node " << b.node;
+  }
+}
+
+TEST(ThreadPoolNuma, ExecAndRoundRobinSpreadWorkOverTheNodes) {
+  NUMAAFF_REQUIRE_NODES(2);
+  for (auto policy : {numaaff::node_policy::exec, numaaff::node_policy::round_robin}) {
+    auto o = thread_pool_options::from_environment();
+    o.policy = policy;
+    o.steal = numaaff::steal_mode::local_only;
+    thread_pool pool(o);
+    std::mutex m;
+    std::map<int, int> per_node;
+    std::vector<std::future<void>> f;
+    const int per = 8;
+    for (std::size_t k = 0; k < per * pool.nodes().size(); ++k)
+      f.push_back(pool.submit([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        std::lock_guard<std::mutex> l(m);
+        ++per_node[kernel_node_here()];
+      }));
+    for (auto& x : f) x.get();
+    for (int n : sysfs_nodes()) EXPECT_EQ(per_node[n], per) << numaaff::to_string(policy) << ", node " << n;
+  }
+}
+
+TEST(ThreadPoolNuma, ThePoolStaysInsideTheCpusetNumactlGives) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::string out = numaaff_test::run_command(std::string("numactl -N 1 ") + NUMAAFF_TOPOLOGY_PROBE + " pool");
+  EXPECT_NE(out.find("pool_nodes=1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("workers=" + std::to_string(numaaff_test::sysfs_cpus_of(1).size()) + "\n"), std::string::npos) << out;
+  const std::string home = numaaff_test::run_command(std::string("NUMAAFF_HOMENODE=1 ") + NUMAAFF_TOPOLOGY_PROBE + " pool");
+  EXPECT_NE(home.find("homenode=1\n"), std::string::npos) << home;
+}
+
+}  // namespace

@@ -1,0 +1,560 @@
+// The thread pool on synthetic topologies (layer 1: policies, steal order and delays, partitions,
+// with logical nodes and unbound workers) and on this host (layer 2: futures, exceptions,
+// nesting, recursion, cancellation, destruction, idle CPU use, binding, cpuset, environment).
+#include <numaaff/thread_pool.hpp>
+
+#include "common/placement_check.hpp"
+#include "common/pool_helpers.hpp"
+#include "common/process.hpp"
+
+#include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using numaaff::node_id;
+using numaaff_test::arrivals;
+using numaaff_test::block_node;
+using numaaff_test::gate;
+using numaaff_test::run_stealable_and_wait;
+using numaaff_test::worker_node;
+using numaaff::node_policy;
+using numaaff::steal_mode;
+using numaaff::thread_pool;
+using numaaff::thread_pool_options;
+using clock_type = std::chrono::steady_clock;
+
+thread_pool_options synthetic(const std::string& description, const std::string& distances = "") {
+  thread_pool_options o;
+  auto t = numaaff::topology::from_synthetic(description);
+  if (!distances.empty()) t = t.with_distances(distances);
+  o.topo = std::make_shared<const numaaff::topology>(std::move(t));
+  return o;
+}
+
+// ---- layer 1: synthetic topologies ------------------------------------------------------
+
+TEST(ThreadPoolSynthetic, WorkersPerNodeInNodeOrderAndUnbound) {
+  thread_pool pool(synthetic("pack:4 numa:1 core:2 pu:1"));
+  EXPECT_EQ(pool.nodes(), (std::vector<node_id>{0, 1, 2, 3}));
+  ASSERT_EQ(pool.worker_count(), 8u);
+  for (std::size_t i = 0; i < 8; ++i) {
+    EXPECT_EQ(pool.worker_node(i), static_cast<node_id>(i / 2));
+    EXPECT_EQ(pool.worker_cpu(i), -1);
+  }
+  EXPECT_FALSE(pool.workers_bound());
+  EXPECT_NE(pool.to_string().find("8 workers on 4 nodes"), std::string::npos) << pool.to_string();
+}
+
+TEST(ThreadPoolSynthetic, OptionsChooseNodesAndThreads) {
+  auto o = synthetic("pack:4 numa:1 core:2 pu:1");
+  o.nodes = {3, 1};
+  o.threads_per_node = 3;
+  thread_pool pool(o);
+  EXPECT_EQ(pool.nodes(), (std::vector<node_id>{1, 3}));
+  EXPECT_EQ(pool.worker_count(), 6u);
+  EXPECT_EQ(pool.workers_on(3), 3u);
+  EXPECT_THROW(pool.workers_on(0), std::invalid_argument);
+  EXPECT_THROW(pool.submit(0, [] {}), std::invalid_argument);
+
+  o.nodes = {7};
+  EXPECT_THROW(thread_pool{o}, std::invalid_argument);
+  o.nodes = {};
+  o.threads_per_node = -1;
+  EXPECT_THROW(thread_pool{o}, std::invalid_argument);
+}
+
+TEST(ThreadPoolSynthetic, StealDelayFollowsTheDocumentedFormula) {
+  auto o = synthetic("pack:4 numa:1 core:1 pu:1", "local=10,remote=100");
+  o.steal_delay = std::chrono::microseconds(50);
+  thread_pool pool(o);
+  EXPECT_EQ(pool.steal_delay(0, 0).count(), 0);
+  EXPECT_EQ(pool.steal_delay(0, 3), std::chrono::microseconds(450));  // 50 us * (100 - 10) / 10
+
+  auto f = synthetic("pack:2 numa:1 core:1 pu:1");
+  f.steal = steal_mode::free;
+  EXPECT_EQ(thread_pool(f).steal_delay(0, 1).count(), 0);
+}
+
+TEST(ThreadPoolSynthetic, StealOrderIsByDistanceFromTheThief) {
+  // Asymmetric, as some firmware reports: rows are "from".
+  const std::vector<std::vector<int>> m = {{10, 40, 20, 30}, {25, 10, 20, 30}, {30, 20, 10, 20}, {40, 30, 15, 10}};
+  auto o = synthetic("pack:4 numa:1 core:1 pu:1");
+  o.distances = m;
+  thread_pool pool(o);
+  EXPECT_EQ(pool.steal_order(0), (std::vector<node_id>{2, 3, 1}));
+  EXPECT_EQ(pool.steal_order(3), (std::vector<node_id>{2, 1, 0}));
+  EXPECT_EQ(pool.steal_delay(3, 2), std::chrono::microseconds(25));
+  EXPECT_EQ(pool.steal_delay(2, 3), std::chrono::microseconds(50));
+
+  o.steal = steal_mode::local_only;
+  EXPECT_TRUE(thread_pool(o).steal_order(0).empty());
+}
+
+TEST(ThreadPoolSynthetic, SubmitToANodeRunsOnThatNodesWorkersWithThatHomenode) {
+  thread_pool pool(synthetic("pack:4 numa:1 core:2 pu:1"));
+  for (node_id n : pool.nodes()) {
+    for (int k = 0; k < 20; ++k) {
+      auto f = pool.submit(n, [] { return std::make_pair(worker_node(), numaaff::this_homenode()); });
+      const auto [ran_on, home] = f.get();
+      EXPECT_EQ(ran_on, n);
+      EXPECT_EQ(home, n);
+    }
+  }
+}
+
+TEST(ThreadPoolSynthetic, RoundRobinCyclesThroughTheNodes) {
+  auto o = synthetic("pack:4 numa:1 core:1 pu:1");
+  o.policy = node_policy::round_robin;
+  thread_pool pool(o);
+  std::vector<std::future<node_id>> homes;
+  for (int k = 0; k < 12; ++k) homes.push_back(pool.submit([] { return numaaff::this_homenode(); }));
+  for (int k = 0; k < 12; ++k) EXPECT_EQ(homes[static_cast<std::size_t>(k)].get(), k % 4);
+}
+
+TEST(ThreadPoolSynthetic, ExecPicksTheLeastLoadedNode) {
+  auto o = synthetic("pack:4 numa:1 core:1 pu:1");
+  o.policy = node_policy::exec;
+  o.steal = steal_mode::local_only;  // keep each task where exec put it
+  thread_pool pool(o);
+  gate g;
+  arrivals in;
+  // Load node 0 with three queued tasks behind its blocked worker, node 1 with one.
+  for (node_id n : pool.nodes()) block_node(pool, n, g, in);
+  in.await(4);
+  for (int k = 0; k < 3; ++k) pool.post(0, [] {});
+  pool.post(1, [] {});
+  std::vector<std::future<node_id>> homes;
+  for (int k = 0; k < 8; ++k) homes.push_back(pool.submit([] { return numaaff::this_homenode(); }));
+  g.open();
+  std::map<node_id, int> count;
+  for (auto& f : homes) ++count[f.get()];
+  // Loads before: 4, 2, 1, 1 (running + queued). Eight more, always to the least loaded,
+  // end level at 4 each: nodes 2 and 3 get three, node 1 two, node 0 none.
+  EXPECT_EQ(count[0], 0);
+  EXPECT_EQ(count[1], 2);
+  EXPECT_EQ(count[2], 3);
+  EXPECT_EQ(count[3], 3);
+}
+
+TEST(ThreadPoolSynthetic, ForkChildrenInheritTheParentsHomenode) {
+  auto o = synthetic("pack:4 numa:1 core:2 pu:1");
+  o.policy = node_policy::fork;
+  o.steal = steal_mode::local_only;
+  thread_pool pool(o);
+  std::vector<node_id> child_homes(16, -1), child_nodes(16, -1);
+  pool.submit(2, [&] {
+        numaaff::task_group tg(pool);
+        for (std::size_t k = 0; k < 16; ++k)
+          tg.run([&, k] {
+            child_homes[k] = numaaff::this_homenode();
+            child_nodes[k] = worker_node();
+          });
+        tg.wait();
+      }).get();
+  for (std::size_t k = 0; k < 16; ++k) {
+    EXPECT_EQ(child_homes[k], 2);
+    EXPECT_EQ(child_nodes[k], 2);
+  }
+}
+
+TEST(ThreadPoolSynthetic, LocalOnlyNeverCrossesNodes) {
+  auto o = synthetic("pack:2 numa:1 core:1 pu:1");
+  o.steal = steal_mode::local_only;
+  thread_pool pool(o);
+  gate g;
+  arrivals in;
+  block_node(pool, 0, g, in);
+  in.await(1);
+  std::atomic<node_id> ran_on{-1};
+  std::thread opener([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(ran_on.load(), -1) << "node 1's idle worker took node 0's work";
+    g.open();
+  });
+  run_stealable_and_wait(pool, 0, [&] { ran_on = worker_node(); });
+  opener.join();
+  EXPECT_EQ(ran_on.load(), 0);
+  EXPECT_EQ(pool.stats().stolen_remote, 0u);
+}
+
+TEST(ThreadPoolSynthetic, RemoteStealWaitsForTheDelayAndTheNearestNodeStealsFirst) {
+  // Node 1 is near node 0 (delay 10 ms), nodes 2 and 3 are far (90 ms).
+  auto o = synthetic("pack:4 numa:1 core:1 pu:1");
+  o.distances = {{10, 20, 100, 100}, {20, 10, 100, 100}, {100, 100, 10, 20}, {100, 100, 20, 10}};
+  o.steal_delay = std::chrono::milliseconds(10);
+  o.policy = node_policy::fork;
+  thread_pool pool(o);
+  gate g;
+  arrivals in;
+  block_node(pool, 0, g, in);
+  in.await(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the others are asleep by now
+
+  std::atomic<node_id> thief{-1}, home{-1}, child_home{-1};
+  std::atomic<long long> waited_us{-1};
+  const auto t0 = clock_type::now();
+  run_stealable_and_wait(pool, 0, [&] {  // returns while node 0 is blocked: a thief ran it
+    waited_us = std::chrono::duration_cast<std::chrono::microseconds>(clock_type::now() - t0).count();
+    thief = worker_node();
+    home = numaaff::this_homenode();
+    // Under fork the child of a stolen task goes home (to node 0), not to the thief's node.
+    pool.post([&] { child_home = numaaff::this_homenode(); });
+  });
+  EXPECT_EQ(thief.load(), 1);
+  EXPECT_EQ(home.load(), 0);
+  EXPECT_GE(waited_us.load(), 10000) << "stolen before the 10 ms delay";
+  EXPECT_GE(pool.stats().stolen_remote, 1u);
+  g.open();
+  pool.wait();
+  EXPECT_EQ(child_home.load(), 0);
+}
+
+TEST(ThreadPoolSynthetic, FreeStealingTakesRemoteWorkAtOnce) {
+  auto o = synthetic("pack:2 numa:1 core:1 pu:1");
+  o.steal = steal_mode::free;
+  thread_pool pool(o);
+  gate g;
+  arrivals in;
+  block_node(pool, 0, g, in);
+  in.await(1);
+  std::atomic<node_id> thief{-1};
+  run_stealable_and_wait(pool, 0, [&] { thief = worker_node(); });
+  EXPECT_EQ(thief.load(), 1);
+  g.open();
+}
+
+TEST(ThreadPoolSynthetic, PartitionsAreContiguousPerNodeInProportionToWorkers) {
+  auto o = synthetic("pack:4 numa:1 core:2 pu:1");
+  thread_pool pool(o);
+  const auto nodes = pool.node_blocks(100, 1100);
+  ASSERT_EQ(nodes.size(), 4u);
+  for (std::size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(nodes[k].node, static_cast<node_id>(k));
+    EXPECT_EQ(nodes[k].first, 100 + 250 * k);
+    EXPECT_EQ(nodes[k].last, 100 + 250 * (k + 1));
+  }
+  const auto workers = pool.worker_blocks(0, 10);  // OpenMP static: 2,2,1,1,1,1,1,1
+  ASSERT_EQ(workers.size(), 8u);
+  EXPECT_EQ(workers[0].last - workers[0].first, 2u);
+  EXPECT_EQ(workers[2].first, 4u);
+  EXPECT_EQ(workers[7].last, 10u);
+
+  o.nodes = {0, 1};
+  o.threads_per_node = 0;
+  auto uneven = synthetic("pack:1 numa:2 core:3 pu:1");
+  uneven.threads_per_node = 1;
+  uneven.nodes = {0, 1};
+  EXPECT_EQ(thread_pool(uneven).node_blocks(0, 5).back().first, 3u);
+  EXPECT_TRUE(pool.node_blocks(5, 5).empty());
+}
+
+TEST(ThreadPoolSynthetic, ParallelForBlocksRunOnTheirNodes) {
+  auto o = synthetic("pack:4 numa:1 core:2 pu:1");
+  o.steal = steal_mode::local_only;
+  thread_pool pool(o);
+  std::vector<node_id> ran_on(4000, -1);
+  pool.parallel_for(0, ran_on.size(), [&](std::size_t i) { ran_on[i] = worker_node(); });
+  // The calling thread helps, with blocks of its own node only (-1: the caller ran it).
+  const node_id callers = numaaff::current_node();
+  for (const auto& b : pool.node_blocks(0, ran_on.size()))
+    for (std::size_t i = b.first; i < b.last; ++i) {
+      const bool by_caller = b.node == callers && ran_on[i] == -1;
+      if (!by_caller) {
+        ASSERT_EQ(ran_on[i], b.node) << "index " << i;
+      }
+    }
+}
+
+TEST(ThreadPoolSynthetic, ForEachNodeRunsOnceOnEachNode) {
+  auto o = synthetic("pack:4 numa:1 core:2 pu:1");
+  o.steal = steal_mode::free;  // even so, for_each_node work is bound to its node
+  thread_pool pool(o);
+  std::mutex m;
+  std::vector<std::pair<node_id, node_id>> calls;
+  pool.for_each_node([&](node_id n) {
+    std::lock_guard<std::mutex> g(m);
+    calls.emplace_back(n, worker_node());
+  });
+  std::sort(calls.begin(), calls.end());
+  EXPECT_EQ(calls, (std::vector<std::pair<node_id, node_id>>{{0, 0}, {1, 1}, {2, 2}, {3, 3}}));
+}
+
+// ---- environment ------------------------------------------------------------------------
+
+thread_pool_options from(const std::map<std::string, std::string>& env) {
+  return thread_pool_options::from_environment([&](const char* name) -> const char* {
+    auto it = env.find(name);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+}
+
+TEST(ThreadPoolEnvironment, ValidValues) {
+  const auto d = from({});
+  EXPECT_EQ(d.policy, node_policy::fork);
+  EXPECT_EQ(d.steal, steal_mode::distance);
+  EXPECT_EQ(d.threads_per_node, 0);
+  const auto o = from({{"NUMAAFF_NODE_POLICY", "exec"}, {"NUMAAFF_THREADS_PER_NODE", "3"}, {"NUMAAFF_STEAL", "distance:200"}});
+  EXPECT_EQ(o.policy, node_policy::exec);
+  EXPECT_EQ(o.threads_per_node, 3);
+  EXPECT_EQ(o.steal_delay, std::chrono::microseconds(200));
+  EXPECT_EQ(from({{"NUMAAFF_NODE_POLICY", "round_robin"}}).policy, node_policy::round_robin);
+  EXPECT_EQ(from({{"NUMAAFF_STEAL", "local"}}).steal, steal_mode::local_only);
+  EXPECT_EQ(from({{"NUMAAFF_STEAL", "free"}}).steal, steal_mode::free);
+}
+
+TEST(ThreadPoolEnvironment, InvalidValuesNameTheVariableAndTheValidForms) {
+  const std::vector<std::pair<std::string, std::string>> bad = {{"NUMAAFF_NODE_POLICY", "spread"},
+                                                                {"NUMAAFF_THREADS_PER_NODE", "0"},
+                                                                {"NUMAAFF_THREADS_PER_NODE", "two"},
+                                                                {"NUMAAFF_STEAL", "distance:-5"},
+                                                                {"NUMAAFF_STEAL", "sometimes"}};
+  for (const auto& [var, value] : bad) {
+    try {
+      from({{var, value}});
+      ADD_FAILURE() << var << "=" << value << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(var), std::string::npos) << what;
+      EXPECT_NE(what.find("expected"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(ThreadPoolEnvironment, ADefaultPoolReadsTheEnvironmentAndRespectsTheCpuset) {
+  const std::string probe = NUMAAFF_TOPOLOGY_PROBE;
+  const std::string out = numaaff_test::run_command(
+      "NUMAAFF_NODE_POLICY=round_robin NUMAAFF_STEAL=free " + probe + " pool");
+  EXPECT_NE(out.find("policy=round_robin"), std::string::npos) << out;
+  EXPECT_NE(out.find("steal=free"), std::string::npos) << out;
+  EXPECT_NE(out.find("workers=" + std::to_string(numaaff::topology::system().cpus().size())), std::string::npos) << out;
+
+  const std::string one = numaaff_test::run_command("taskset -c 0 " + probe + " pool");
+  EXPECT_NE(one.find("workers=1\n"), std::string::npos) << one;
+  EXPECT_NE(one.find("worker0=0@0"), std::string::npos) << one;
+
+  const std::string bad = numaaff_test::run_command("NUMAAFF_NODE_POLICY=sideways " + probe + " pool");
+  EXPECT_NE(bad.find("NUMAAFF_NODE_POLICY='sideways'"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("exit status"), std::string::npos) << bad;
+  const std::string home = numaaff_test::run_command("NUMAAFF_HOMENODE=99 " + probe + " pool");
+  EXPECT_NE(home.find("NUMAAFF_HOMENODE='99'"), std::string::npos) << home;
+}
+
+// ---- layer 2: this host -----------------------------------------------------------------
+
+TEST(ThreadPoolHost, DefaultPoolHasOneBoundWorkerPerAllowedCpu) {
+  thread_pool pool;
+  const auto& t = numaaff::topology::system();
+  EXPECT_EQ(pool.worker_count(), t.cpus().size());
+  if (!pool.workers_bound()) GTEST_SKIP() << "this container refuses sched_setaffinity";
+  for (std::size_t i = 0; i < pool.worker_count(); ++i) {
+    // Bound tasks on one-worker nodes pin down which worker runs; otherwise check the CPU set.
+    auto f = pool.submit(pool.worker_node(i), [] {
+      const int w = thread_pool::current_worker_index();
+      return std::make_pair(w, sched_getcpu());
+    });
+    const auto [w, cpu] = f.get();
+    EXPECT_EQ(cpu, pool.worker_cpu(static_cast<std::size_t>(w)));
+  }
+}
+
+TEST(ThreadPoolHost, FuturesCarryValuesAndExceptions) {
+  thread_pool pool;
+  auto a = pool.submit([] { return 6 * 7; });
+  auto b = pool.submit([] { throw std::runtime_error("boom"); });
+  auto c = pool.submit([]() -> std::string { return "text"; });
+  EXPECT_EQ(a.get(), 42);
+  EXPECT_THROW(b.get(), std::runtime_error);
+  EXPECT_EQ(c.get(), "text");
+  // The pool survives: every worker still runs work.
+  std::vector<std::future<int>> more;
+  for (int k = 0; k < 100; ++k) more.push_back(pool.submit([k] { return k; }));
+  int sum = 0;
+  for (auto& f : more) sum += f.get();
+  EXPECT_EQ(sum, 4950);
+}
+
+TEST(ThreadPoolHost, MoveOnlyCallablesAndResults) {
+  thread_pool pool;
+  auto p = std::make_unique<int>(5);
+  auto f = pool.submit([q = std::move(p)] { return std::make_unique<int>(*q + 1); });
+  EXPECT_EQ(*f.get(), 6);
+}
+
+TEST(ThreadPoolHost, PostedExceptionsReachWaitOnce) {
+  thread_pool pool;
+  std::atomic<int> ran{0};
+  for (int k = 0; k < 50; ++k)
+    pool.post([&, k] {
+      ran.fetch_add(1);
+      if (k == 10) throw std::logic_error("task 10");
+    });
+  EXPECT_THROW(pool.wait(), std::logic_error);
+  EXPECT_EQ(ran.load(), 50);
+  EXPECT_NO_THROW(pool.wait());
+}
+
+TEST(ThreadPoolHost, WaitCoversNestedSubmissions) {
+  thread_pool pool;
+  std::atomic<int> leaves{0};
+  for (int k = 0; k < 20; ++k)
+    pool.post([&] {
+      for (int j = 0; j < 20; ++j) pool.post([&] { pool.post([&] { leaves.fetch_add(1); }); });
+    });
+  pool.wait();
+  EXPECT_EQ(leaves.load(), 400);
+}
+
+TEST(ThreadPoolHost, WaitFromATaskIsRejected) {
+  thread_pool pool;
+  auto f = pool.submit([&] { pool.wait(); });
+  EXPECT_THROW(f.get(), std::invalid_argument);
+}
+
+long fib(thread_pool& pool, int n) {
+  if (n < 2) return n;
+  long a = 0, b = 0;
+  numaaff::task_group g(pool);
+  g.run([&] { a = fib(pool, n - 1); });
+  b = fib(pool, n - 2);
+  g.wait();
+  return a + b;
+}
+
+TEST(ThreadPoolHost, TenThousandRecursiveTasksDoNotDeadlock) {
+  thread_pool pool;
+  // fib(20) spawns 10,945 tasks, each waiting on its own group.
+  EXPECT_EQ(pool.submit([&] { return fib(pool, 20); }).get(), 6765);
+  // The same from outside the pool: the caller helps.
+  EXPECT_EQ(fib(pool, 18), 2584);
+  // And a chain of 10,000 tasks each posting the next.
+  std::atomic<int> depth{0};
+  std::function<void()> step = [&] {
+    if (depth.fetch_add(1) + 1 < 10000) pool.post(step);
+  };
+  pool.post(step);
+  pool.wait();
+  EXPECT_EQ(depth.load(), 10000);
+}
+
+TEST(ThreadPoolHost, TaskGroupRethrowsTheFirstExceptionAfterAllFinished) {
+  thread_pool pool;
+  numaaff::task_group g(pool);
+  std::atomic<int> done{0};
+  for (int k = 0; k < 100; ++k)
+    g.run([&, k] {
+      if (k % 10 == 0) throw std::runtime_error("one of ten");
+      done.fetch_add(1);
+    });
+  EXPECT_THROW(g.wait(), std::runtime_error);
+  EXPECT_EQ(done.load(), 90);
+  EXPECT_NO_THROW(g.wait());
+}
+
+TEST(ThreadPoolHost, ParallelForVisitsEveryIndexOnce) {
+  thread_pool pool;
+  for (std::size_t n : {0u, 1u, 3u, 1000u, 100003u}) {
+    std::vector<std::atomic<int>> hits(n);
+    pool.parallel_for(0, n, [&](std::size_t i) { hits[i].fetch_add(1); });
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+  }
+  std::atomic<std::size_t> blocks{0}, total{0};
+  pool.parallel_for(10, 1010, [&](std::size_t lo, std::size_t hi) {
+    blocks.fetch_add(1);
+    total.fetch_add(hi - lo);
+    EXPECT_LE(hi - lo, 64u);
+  }, 64);
+  EXPECT_EQ(total.load(), 1000u);
+  EXPECT_GE(blocks.load(), 1000u / 64);
+  EXPECT_THROW(pool.parallel_for(0, 10, [](std::size_t i) { if (i == 7) throw std::out_of_range("7"); }),
+               std::out_of_range);
+}
+
+TEST(ThreadPoolHost, CancelDiscardsWhatHasNotStarted) {
+  thread_pool pool;
+  gate g;
+  arrivals in;
+  for (node_id n : pool.nodes()) block_node(pool, n, g, in);
+  in.await(static_cast<int>(pool.worker_count()));
+  std::atomic<int> ran{0};
+  std::vector<std::future<void>> futures;
+  for (int k = 0; k < 100; ++k) futures.push_back(pool.submit([&] { ran.fetch_add(1); }));
+  EXPECT_EQ(pool.cancel(), 100u);
+  g.open();
+  pool.wait();
+  EXPECT_EQ(ran.load(), 0);
+  for (auto& f : futures) {
+    try {
+      f.get();
+      ADD_FAILURE() << "a cancelled task's future was satisfied";
+    } catch (const std::future_error& e) {
+      EXPECT_EQ(e.code(), std::future_errc::broken_promise);
+    }
+  }
+}
+
+TEST(ThreadPoolHost, DestructorFinishesPendingWork) {
+  std::atomic<int> ran{0};
+  {
+    thread_pool pool;
+    for (int k = 0; k < 2000; ++k)
+      pool.post([&] {
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+        pool.post([&] { ran.fetch_add(1); });
+      });
+  }
+  EXPECT_EQ(ran.load(), 2000);
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+TEST(ThreadPoolHost, AnIdlePoolBurnsNoCpu) {
+  thread_pool pool;
+  pool.parallel_for(0, 1000, [](std::size_t) {});
+  const double before = process_cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double used = process_cpu_seconds() - before;
+  RecordProperty("idle_cpu_seconds", std::to_string(used));
+  EXPECT_LT(used, 0.02) << pool.worker_count() << " idle workers used " << used << " s of CPU in 1 s";
+  EXPECT_GE(pool.stats().sleeps, pool.worker_count());
+}
+
+TEST(ThreadPoolHost, TasksAllocateOnTheirHomenode) {
+  thread_pool pool;
+  for (node_id n : pool.nodes()) {
+    const auto raw = pool.submit(n, [] {
+                           std::vector<char, numaaff::local_allocator<char>> v(1 << 20, 1);
+                           return numaaff_test::query_pages(v.data(), v.size());
+                         }).get();
+    EXPECT_EQ(raw.on(n), raw.total);
+  }
+}
+
+TEST(ThreadPoolHost, OneNodeForkSubmissionsStayOnTheCallersNode) {
+  thread_pool pool;
+  const node_id here = numaaff::current_node();
+  EXPECT_EQ(pool.submit([] { return numaaff::this_homenode(); }).get(),
+            std::find(pool.nodes().begin(), pool.nodes().end(), here) != pool.nodes().end() ? here : pool.nodes().front());
+}
+
+}  // namespace
