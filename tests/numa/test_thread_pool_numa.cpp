@@ -62,7 +62,8 @@ TEST(ThreadPoolNuma, SubmitToANodeRunsOnACpuOfThatNode) {
 }
 
 TEST(ThreadPoolNuma, ForkChildrenOfATaskOnNodeTwoRunOnNodeTwo) {
-  NUMAAFF_REQUIRE_NODES(3);
+  NUMAAFF_REQUIRE_NODES(2);
+  const int home = sysfs_nodes().size() > 2 ? 2 : sysfs_nodes().back();  // node 2, or the last
   auto o = thread_pool_options::from_environment();
   o.policy = numaaff::node_policy::fork;
   o.steal_delay = std::chrono::seconds(2);  // far longer than the children take
@@ -70,7 +71,7 @@ TEST(ThreadPoolNuma, ForkChildrenOfATaskOnNodeTwoRunOnNodeTwo) {
   std::mutex m;
   std::map<int, int> ran_on;
   std::set<node_id> homes;
-  pool.submit(2, [&] {
+  pool.submit(home, [&] {
         numaaff::task_group g(pool);
         for (int k = 0; k < 64; ++k)
           g.run([&] {
@@ -82,8 +83,8 @@ TEST(ThreadPoolNuma, ForkChildrenOfATaskOnNodeTwoRunOnNodeTwo) {
           });
         g.wait();
       }).get();
-  EXPECT_EQ(ran_on, (std::map<int, int>{{2, 64}}));
-  EXPECT_EQ(homes, (std::set<node_id>{2}));
+  EXPECT_EQ(ran_on, (std::map<int, int>{{home, 64}}));
+  EXPECT_EQ(homes, (std::set<node_id>{home}));
 }
 
 TEST(ThreadPoolNuma, BusyNodesWorkIsStolenOnlyAfterTheDelayAndKeepsItsHomenode) {

@@ -1,0 +1,139 @@
+/**
+ * @file openmp.hpp
+ * @brief OpenMP bridge: teams whose thread i sits on the node that owns block i of the thread
+ * pool's partition, and first-touch initialisation that matches that partition.
+ *
+ * The partition is thread_pool's: one CPU per thread, CPUs in node order, the index range cut
+ * as `schedule(static)` cuts it. A team_plan says, for each OpenMP thread number, the CPU and
+ * node it belongs on; bind_team() pins a team accordingly (OpenMP runtimes reuse the same
+ * threads for later parallel regions of the same size, so the binding holds for them), and
+ * `#pragma omp for schedule(static)` then gives thread i the block whose pages first_touch()
+ * (or the pool's parallel_for) placed on its node.
+ *
+ * This header needs OpenMP (`-fopenmp`, CMake `OpenMP::OpenMP_CXX`); the core never includes it.
+ * One node: every thread on that node; binding still pins one CPU per thread.
+ *
+ * @code{.cpp}
+ * auto plan = numaaff::openmp::plan_team();          // omp_get_max_threads() threads
+ * numaaff::openmp::first_touch(plan, a.data(), a.size(), [](std::size_t i) { return 0.0; });
+ * numaaff::openmp::bind_team(plan);
+ * #pragma omp parallel for schedule(static) num_threads(plan.size())
+ * for (std::size_t i = 0; i < n; ++i) a[i] += 1;      // each thread on its block's node
+ * @endcode
+ */
+#pragma once
+
+#if !defined(_OPENMP)
+#error "numaaff/openmp.hpp needs OpenMP: compile with -fopenmp (CMake: link OpenMP::OpenMP_CXX)"
+#endif
+
+#include "detail/throw.hpp"
+#include "thread_pool.hpp"
+#include "topology.hpp"
+
+#include <omp.h>
+#include <sched.h>
+
+#include <atomic>
+#include <cstddef>
+#include <new>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace numaaff::openmp {
+
+/// Where each thread of a team belongs: thread i on `cpu[i]` of `node[i]` (node order).
+struct team_plan {
+  std::vector<node_id> node;
+  std::vector<int> cpu;
+  int size() const noexcept { return static_cast<int>(node.size()); }
+  /// Block of thread `i` in [first, last), as schedule(static) and thread_pool cut it.
+  std::pair<std::size_t, std::size_t> block(std::size_t first, std::size_t last, int i) const {
+    if (i < 0 || i >= size()) detail::throw_invalid_argument("team_plan::block: thread " + std::to_string(i) + " out of range");
+    if (last <= first) return {first, first};
+    const auto [lo, hi] = detail::static_block(last - first, node.size(), static_cast<std::size_t>(i));
+    return {first + lo, first + hi};
+  }
+};
+
+/**
+ * A plan for `threads` threads (0: omp_get_max_threads()) over the allowed CPUs in node order,
+ * spread evenly when there are fewer threads than CPUs (thread i takes CPU i * cpus / threads),
+ * wrapping when there are more. Allocates. @throws std::invalid_argument if threads < 0.
+ */
+inline team_plan plan_team(int threads = 0, const topology& t = topology::system()) {
+  if (threads < 0) detail::throw_invalid_argument("plan_team: threads must be >= 0 (0: omp_get_max_threads())");
+  if (threads == 0) threads = omp_get_max_threads();
+  std::vector<std::pair<node_id, int>> slots;
+  for (node_id n : t.nodes())
+    for (int c : t.cpus_of(n)) slots.emplace_back(n, c);
+  team_plan p;
+  const auto count = static_cast<std::size_t>(threads);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t s = count <= slots.size() ? i * slots.size() / count : i % slots.size();
+    p.node.push_back(slots[s].first);
+    p.cpu.push_back(slots[s].second);
+  }
+  return p;
+}
+
+/// The plan matching `pool`: thread i where the pool's worker i is (same count, same blocks).
+inline team_plan plan_team(const thread_pool& pool) {
+  team_plan p;
+  for (std::size_t i = 0; i < pool.worker_count(); ++i) {
+    p.node.push_back(pool.worker_node(i));
+    p.cpu.push_back(pool.worker_cpu(i));
+  }
+  return p;
+}
+
+/**
+ * Pins the calling OpenMP thread to its CPU in `plan` (call inside a parallel region whose
+ * size is plan.size()). No allocation. @return false if the thread number is outside the plan,
+ * the plan has no CPU for it (an unbound pool), or the kernel refused.
+ */
+inline bool bind_this_thread(const team_plan& plan) noexcept {
+  const int i = omp_get_thread_num();
+  if (i >= plan.size() || plan.cpu[static_cast<std::size_t>(i)] < 0) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<std::size_t>(plan.cpu[static_cast<std::size_t>(i)]), &set);
+  return ::sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+/**
+ * Pins a team of plan.size() threads, thread i to plan.cpu[i]. Later parallel regions of the
+ * same size reuse these threads in libgomp and LLVM's libomp. Blocks for one parallel region.
+ * @return how many threads were pinned (plan.size() on success).
+ */
+inline int bind_team(const team_plan& plan) {
+  std::atomic<int> bound{0};
+#pragma omp parallel num_threads(plan.size())
+  {
+    if (bind_this_thread(plan)) bound.fetch_add(1, std::memory_order_relaxed);
+  }
+  return bound.load();
+}
+
+/**
+ * Initialises `data[0, n)` in parallel with the plan's partition: thread i, pinned to its CPU,
+ * writes its schedule(static) block, so each block's pages are first touched, and placed, on
+ * thread i's node. `init(i)` gives the value of element i; `data` may be raw storage (from
+ * allocate_on_node or mmap). Blocks. An exception cannot leave an OpenMP region, so `init`
+ * must not throw. @throws std::invalid_argument for null `data` with n > 0.
+ */
+template <class T, class F>
+void first_touch(const team_plan& plan, T* data, std::size_t n, F&& init) {
+  static_assert(std::is_trivially_copyable_v<T>, "first_touch writes raw storage: T must be trivially copyable");
+  if (n > 0 && data == nullptr) detail::throw_invalid_argument("first_touch: null data with n > 0");
+#pragma omp parallel num_threads(plan.size())
+  {
+    bind_this_thread(plan);
+    const auto [lo, hi] = plan.block(0, n, omp_get_thread_num());
+    for (std::size_t i = lo; i < hi; ++i) new (&data[i]) T(init(i));
+  }
+}
+
+}  // namespace numaaff::openmp
