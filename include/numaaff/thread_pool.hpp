@@ -143,10 +143,11 @@ inline std::pair<std::size_t, std::size_t> static_block(std::size_t n, std::size
   return {first, first + base + (i < extra ? 1 : 0)};
 }
 
-/// Completion and first error of a set of tasks (a task_group, or the whole pool).
+/// Completion and first error of a set of tasks (a task_group, or the whole pool). Waiters
+/// sleep on the pool's event, not on one in here: the moment `pending` reaches zero the waiter
+/// may return and destroy the group, so the finishing thread must not touch it afterwards.
 struct group_state {
   std::atomic<std::size_t> pending{0};
-  event_count done;
   std::atomic<bool> failed{false};
   std::exception_ptr error;  // written by the one task that set `failed`, read once pending is 0
 
@@ -154,9 +155,8 @@ struct group_state {
     bool expected = false;
     if (failed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) error = std::move(e);
   }
-  void finish_one() noexcept {
-    if (pending.fetch_sub(1, std::memory_order_acq_rel) == 1) done.notify_all();
-  }
+  /// True for the task that finished the group (the caller then wakes the waiters).
+  bool finish_one() noexcept { return pending.fetch_sub(1, std::memory_order_acq_rel) == 1; }
   std::exception_ptr take_error() noexcept {
     if (!failed.load(std::memory_order_acquire)) return nullptr;
     std::exception_ptr e = std::move(error);
@@ -190,24 +190,52 @@ struct pool_worker {
   int cpu;  // -1: not bound
   work_deque<pool_task*> deque;
   std::thread thread;
+  std::atomic<bool> busy{false};  // running a task (the exec policy's load)
   std::atomic<std::uint64_t> executed{0}, stolen_local{0}, stolen_remote{0}, sleeps{0};
 };
 
 struct pool_node {
   node_id node = -1;
   std::vector<pool_worker*> workers;
-  std::mutex lock;
+  spin_lock lock;
   std::deque<pool_task*> queue;        // stealable work sent to this node
   std::deque<pool_task*> bound_queue;  // work that must run here
-  std::atomic<std::int64_t> queued{0};     // tasks in the queues and the workers' deques
-  std::atomic<std::int64_t> bound_queued{0};
-  std::atomic<std::int64_t> in_queues{0};  // tasks in the two queues (skip the lock when 0)
-  std::atomic<int> running{0};
+  // Sizes of the two queues, stored under the lock, read without it (plain stores: no
+  // contended read-modify-write per task).
+  std::atomic<std::int64_t> in_queue{0};
+  std::atomic<std::int64_t> in_bound_queue{0};
   std::atomic<int> spinning{0};  // workers searching before they sleep: no wake-up needed
   event_count sleep;
   std::vector<std::pair<std::size_t, std::uint64_t>> remotes;  // (node index, delay ns) by distance
   std::vector<std::size_t> thieves;  // other nodes by their distance to this one (whom to wake)
 };
+
+/// A deque a thread outside the pool submits into, like oneTBB's slot for an application
+/// thread: its submissions cost no lock and no shared cache line. Claimed by one thread at a
+/// time (it owns the bottom); workers steal from it. Shared with the thread's binding, so a
+/// thread that outlives the pool (or the reverse) never touches freed memory.
+struct external_slot {
+  std::atomic<bool> claimed{false};
+  std::atomic<std::size_t> node_index{0};  // the node whose work it holds
+  work_deque<pool_task*> deque;
+};
+
+/// The slot the calling outside thread holds in one pool (the last one it submitted to).
+struct external_binding {
+  std::uint64_t pool_id = 0;
+  std::shared_ptr<external_slot> slot;
+  void release() noexcept {
+    if (slot) slot->claimed.store(false, std::memory_order_release);
+    slot.reset();
+    pool_id = 0;
+  }
+  external_binding() = default;
+  external_binding(const external_binding&) = delete;
+  external_binding& operator=(const external_binding&) = delete;
+  ~external_binding() { release(); }
+};
+inline thread_local external_binding this_external{};
+inline std::atomic<std::uint64_t> next_pool_id{1};
 
 /// The pool a thread works for, if any, and which worker it is.
 struct worker_context {
@@ -350,10 +378,19 @@ class thread_pool {
 
   void enqueue(detail::pool_task* t);
   void wake_for(std::size_t node_index, bool bound) noexcept;
-  detail::pool_task* find_task(std::size_t node_index, detail::pool_worker* self, std::uint64_t idle_since,
-                               std::uint64_t& deadline);
-  detail::pool_task* take_from_queues(detail::pool_node& n, bool include_bound) noexcept;
+  /// The next task for a thread of node `node_index`: a worker (`self`) or an outside helper
+  /// (`own`: its slot, if any). Sets `deadline` to when a remote node's delay expires.
+  detail::pool_task* find_task(std::size_t node_index, detail::pool_worker* self, detail::external_slot* own,
+                               std::uint64_t idle_since, std::uint64_t& deadline);
+  /// The calling outside thread's slot, claimed on first use, if it holds node `ni`'s work.
+  detail::external_slot* own_slot(std::size_t ni) noexcept;
+  detail::pool_task* steal_from(std::size_t ni, const detail::pool_worker* self, const detail::external_slot* own) noexcept;
+  bool has_stealable(std::size_t ni) const noexcept;
+  /// One task from node `n`'s queues; a worker of the node (`into`) takes a batch into its deque.
+  detail::pool_task* take_from_queues(detail::pool_node& n, bool include_bound, detail::pool_worker* into);
   void run_task(detail::pool_task* t, detail::pool_worker* self) noexcept;
+  /// Counts a task out of its group and the pool; wakes waiters when one of them completes.
+  void finish(detail::group_state* g) noexcept;
   void worker_main(detail::pool_worker& w);
   /// The helping wait of task_group and parallel_for: run tasks until `g` has none pending.
   void help_until_done(detail::group_state& g);
@@ -368,6 +405,7 @@ class thread_pool {
   std::vector<index_block> blocks(std::size_t first, std::size_t last, std::size_t grain) const;
 
   static constexpr std::size_t no_node = static_cast<std::size_t>(-1);
+  static constexpr std::size_t external_slots = 8;
 
   thread_pool_options options_;
   std::shared_ptr<const topology> topo_;
@@ -375,6 +413,9 @@ class thread_pool {
   std::vector<std::unique_ptr<detail::pool_node>> nodes_;
   std::vector<std::unique_ptr<detail::pool_worker>> workers_;
   detail::group_state all_;  // every task; the errors of post()ed ones
+  detail::event_count groups_done_;  // a group (or all_) completed
+  std::vector<std::shared_ptr<detail::external_slot>> slots_;
+  const std::uint64_t id_ = detail::next_pool_id.fetch_add(1, std::memory_order_relaxed);
   std::atomic<bool> stop_{false};
   std::atomic<std::size_t> round_robin_{0};
   bool bound_ = false;
@@ -534,6 +575,8 @@ inline thread_pool::thread_pool(const thread_pool_options& options)
     });
   }
 
+  for (std::size_t k = 0; k < external_slots; ++k) slots_.push_back(std::make_shared<detail::external_slot>());
+
   // Start the workers; each reports whether its binding took.
   std::atomic<std::size_t> unbound{0};
   std::atomic<std::size_t> started{0};
@@ -637,7 +680,11 @@ inline std::size_t thread_pool::policy_node() {
       for (std::size_t k = 0; k < nodes_.size(); ++k) {
         const std::size_t i = (start + k) % nodes_.size();
         const detail::pool_node& n = *nodes_[i];
-        const std::int64_t load = n.queued.load(std::memory_order_relaxed) + n.running.load(std::memory_order_relaxed);
+        std::int64_t load = n.in_queue.load(std::memory_order_relaxed) + n.in_bound_queue.load(std::memory_order_relaxed);
+        for (const detail::pool_worker* w : n.workers)
+          load += w->deque.size_hint() + (w->busy.load(std::memory_order_relaxed) ? 1 : 0);
+        for (const auto& slot : slots_)
+          if (slot->node_index.load(std::memory_order_relaxed) == i) load += slot->deque.size_hint();
         const auto w = static_cast<std::int64_t>(n.workers.size());
         if (k == 0 || load * best_workers < best_load * w) {
           best = i;
@@ -655,21 +702,21 @@ inline void thread_pool::enqueue(detail::pool_task* t) {
   all_.pending.fetch_add(1, std::memory_order_relaxed);
   const std::size_t ni = index_of(t->home);
   detail::pool_node& n = *nodes_[ni];
-  n.queued.fetch_add(1, std::memory_order_seq_cst);
   detail::pool_worker* self = is_own_worker() ? detail::this_worker.self : nullptr;
+  detail::external_slot* slot = nullptr;
   if (!t->bound && self != nullptr && self->node_index == ni) {
     self->deque.push(t);
+  } else if (!t->bound && self == nullptr && (slot = own_slot(ni)) != nullptr) {
+    slot->deque.push(t);
   } else {
-    {
-      std::lock_guard<std::mutex> g(n.lock);
-      if (t->bound) {
-        n.bound_queue.push_back(t);
-        n.bound_queued.fetch_add(1, std::memory_order_relaxed);
-      } else {
-        n.queue.push_back(t);
-      }
+    std::lock_guard<detail::spin_lock> g(n.lock);
+    if (t->bound) {
+      n.bound_queue.push_back(t);
+      n.in_bound_queue.store(static_cast<std::int64_t>(n.bound_queue.size()), std::memory_order_relaxed);
+    } else {
+      n.queue.push_back(t);
+      n.in_queue.store(static_cast<std::int64_t>(n.queue.size()), std::memory_order_relaxed);
     }
-    n.in_queues.fetch_add(1, std::memory_order_seq_cst);
   }
   wake_for(ni, t->bound);
 }
@@ -686,50 +733,102 @@ inline void thread_pool::wake_for(std::size_t ni, bool bound) noexcept {
   }
 }
 
-inline detail::pool_task* thread_pool::take_from_queues(detail::pool_node& n, bool include_bound) noexcept {
-  if (n.in_queues.load(std::memory_order_seq_cst) <= 0) return nullptr;
+inline detail::pool_task* thread_pool::take_from_queues(detail::pool_node& n, bool include_bound,
+                                                        detail::pool_worker* into) {
+  const bool bound = include_bound && n.in_bound_queue.load(std::memory_order_seq_cst) > 0;
+  if (!bound && n.in_queue.load(std::memory_order_seq_cst) <= 0) return nullptr;
   detail::pool_task* t = nullptr;
-  {
-    std::lock_guard<std::mutex> g(n.lock);
-    if (include_bound && !n.bound_queue.empty()) {
-      t = n.bound_queue.front();
-      n.bound_queue.pop_front();
-      n.bound_queued.fetch_sub(1, std::memory_order_relaxed);
-    } else if (!n.queue.empty()) {
-      t = n.queue.front();
-      n.queue.pop_front();
+  std::lock_guard<detail::spin_lock> g(n.lock);
+  if (bound && !n.bound_queue.empty()) {
+    t = n.bound_queue.front();
+    n.bound_queue.pop_front();
+    n.in_bound_queue.store(static_cast<std::int64_t>(n.bound_queue.size()), std::memory_order_relaxed);
+  } else if (!n.queue.empty()) {
+    t = n.queue.front();
+    n.queue.pop_front();
+    // A worker of the node takes a batch into its deque (one lock for many tasks, and its
+    // siblings can still steal them); a thief or an outsider takes one.
+    if (into != nullptr) {
+      const std::size_t batch = std::min<std::size_t>(n.queue.size() / 2, 32);
+      for (std::size_t k = 0; k < batch; ++k) {
+        into->deque.push(n.queue.front());
+        n.queue.pop_front();
+      }
     }
+    n.in_queue.store(static_cast<std::int64_t>(n.queue.size()), std::memory_order_relaxed);
   }
-  if (t != nullptr) n.in_queues.fetch_sub(1, std::memory_order_relaxed);
   return t;
 }
 
-inline detail::pool_task* thread_pool::find_task(std::size_t ni, detail::pool_worker* self, std::uint64_t idle_since,
-                                                 std::uint64_t& deadline) {
+inline detail::external_slot* thread_pool::own_slot(std::size_t ni) noexcept {
+  detail::external_binding& b = detail::this_external;
+  if (b.pool_id != id_) {
+    b.release();
+    b.pool_id = id_;  // even when every slot is taken: do not scan again on each submission
+    for (const auto& s : slots_) {
+      bool expected = false;
+      if (!s->claimed.load(std::memory_order_relaxed) &&
+          s->claimed.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+        b.slot = s;
+        s->node_index.store(ni, std::memory_order_relaxed);
+        break;
+      }
+    }
+  }
+  detail::external_slot* s = b.slot.get();
+  if (s == nullptr) return nullptr;
+  if (s->node_index.load(std::memory_order_relaxed) != ni) {
+    // The thread's homenode changed: follow it once its old work is gone, else use the queue.
+    if (s->deque.size_hint() != 0) return nullptr;
+    s->node_index.store(ni, std::memory_order_relaxed);
+  }
+  return s;
+}
+
+inline bool thread_pool::has_stealable(std::size_t ni) const noexcept {
+  const detail::pool_node& n = *nodes_[ni];
+  if (n.in_queue.load(std::memory_order_seq_cst) > 0) return true;
+  for (const detail::pool_worker* w : n.workers)
+    if (w->deque.size_hint() > 0) return true;
+  for (const auto& s : slots_)
+    if (s->node_index.load(std::memory_order_relaxed) == ni && s->deque.size_hint() > 0) return true;
+  return false;
+}
+
+inline detail::pool_task* thread_pool::steal_from(std::size_t ni, const detail::pool_worker* self,
+                                                  const detail::external_slot* own) noexcept {
+  const detail::pool_node& n = *nodes_[ni];
+  const std::size_t count = n.workers.size();
+  const std::size_t start = self != nullptr ? self->index : 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    detail::pool_worker* s = n.workers[(start + k) % count];
+    if (s == self) continue;
+    if (detail::pool_task* t = s->deque.steal()) return t;
+  }
+  for (const auto& s : slots_) {
+    if (s.get() == own || s->node_index.load(std::memory_order_relaxed) != ni) continue;
+    if (detail::pool_task* t = s->deque.steal()) return t;
+  }
+  return nullptr;
+}
+
+
+inline detail::pool_task* thread_pool::find_task(std::size_t ni, detail::pool_worker* self, detail::external_slot* own,
+                                                 std::uint64_t idle_since, std::uint64_t& deadline) {
   detail::pool_node& n = *nodes_[ni];
   detail::pool_task* t = nullptr;
-  auto took = [&](detail::pool_node& from) {
-    from.queued.fetch_sub(1, std::memory_order_relaxed);
-    return t;
-  };
-  if (self != nullptr && (t = self->deque.pop()) != nullptr) return took(n);
+  if (self != nullptr && (t = self->deque.pop()) != nullptr) return t;
+  if (own != nullptr && (t = own->deque.pop()) != nullptr) return t;
   // Bound work is for the node's own (pinned) workers, not for helping outsiders.
-  if ((t = take_from_queues(n, self != nullptr)) != nullptr) return took(n);
-  const std::size_t sibs = n.workers.size();
-  const std::size_t start = self != nullptr ? self->index : 0;
-  for (std::size_t k = 0; k < sibs; ++k) {
-    detail::pool_worker* s = n.workers[(start + k) % sibs];
-    if (s == self) continue;
-    if ((t = s->deque.steal()) != nullptr) {
-      if (self != nullptr) self->stolen_local.fetch_add(1, std::memory_order_relaxed);
-      return took(n);
-    }
+  if ((t = take_from_queues(n, self != nullptr, self)) != nullptr) return t;
+  if ((t = steal_from(ni, self, own)) != nullptr) {
+    if (self != nullptr) self->stolen_local.store(self->stolen_local.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return t;
   }
   if (options_.steal == steal_mode::local_only) return nullptr;
   std::uint64_t now = 0;
   for (const auto& [ri, delay] : n.remotes) {
-    detail::pool_node& rn = *nodes_[ri];
-    if (rn.queued.load(std::memory_order_seq_cst) - rn.bound_queued.load(std::memory_order_relaxed) <= 0) continue;
+    if (!has_stealable(ri)) continue;
     if (delay > 0) {
       if (now == 0) now = detail::monotonic_ns();
       if (now < idle_since + delay) {
@@ -737,19 +836,18 @@ inline detail::pool_task* thread_pool::find_task(std::size_t ni, detail::pool_wo
         continue;
       }
     }
-    t = take_from_queues(rn, false);
-    for (std::size_t k = 0; t == nullptr && k < rn.workers.size(); ++k) t = rn.workers[(start + k) % rn.workers.size()]->deque.steal();
+    t = take_from_queues(*nodes_[ri], false, nullptr);
+    if (t == nullptr) t = steal_from(ri, self, own);
     if (t != nullptr) {
-      if (self != nullptr) self->stolen_remote.fetch_add(1, std::memory_order_relaxed);
-      return took(rn);
+      if (self != nullptr) self->stolen_remote.store(self->stolen_remote.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return t;
     }
   }
   return nullptr;
 }
 
 inline void thread_pool::run_task(detail::pool_task* t, detail::pool_worker* self) noexcept {
-  detail::pool_node& home = *nodes_[index_of(t->home)];
-  home.running.fetch_add(1, std::memory_order_relaxed);
+  if (self != nullptr) self->busy.store(true, std::memory_order_relaxed);
   const int saved = detail::thread_homenode;
   detail::thread_homenode = t->home;
   detail::group_state* g = t->group;
@@ -764,10 +862,17 @@ inline void thread_pool::run_task(detail::pool_task* t, detail::pool_worker* sel
 #endif
   detail::thread_homenode = saved;
   delete t;
-  home.running.fetch_sub(1, std::memory_order_relaxed);
-  if (self != nullptr) self->executed.fetch_add(1, std::memory_order_relaxed);
-  if (g != nullptr) g->finish_one();
-  all_.finish_one();
+  if (self != nullptr) {
+    self->busy.store(false, std::memory_order_relaxed);
+    self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  finish(g);
+}
+
+inline void thread_pool::finish(detail::group_state* g) noexcept {
+  bool woke = false;
+  if (g != nullptr && g->finish_one()) woke = groups_done_.notify_all();
+  if (all_.finish_one() && !woke) groups_done_.notify_all();
 }
 
 inline void thread_pool::worker_main(detail::pool_worker& w) {
@@ -778,21 +883,24 @@ inline void thread_pool::worker_main(detail::pool_worker& w) {
   for (;;) {
     std::uint64_t deadline = UINT64_MAX;
     std::uint64_t idle_since = detail::monotonic_ns();
-    detail::pool_task* t = find_task(w.node_index, &w, idle_since, deadline);
+    detail::pool_task* t = find_task(w.node_index, &w, nullptr, idle_since, deadline);
     if (t == nullptr) {
       // Idle: spin (announced, so submitters skip the wake-up), then sleep.
       n.spinning.fetch_add(1, std::memory_order_seq_cst);
-      for (unsigned round = 0;; ++round) {
+      for (unsigned round = 1;; ++round) {
         deadline = UINT64_MAX;
-        if ((t = find_task(w.node_index, &w, idle_since, deadline)) != nullptr) break;
-        if (stop_.load(std::memory_order_acquire) || detail::monotonic_ns() - idle_since >= spin_ns) break;
-        if (round % 16 == 15) std::this_thread::yield();
+        if ((t = find_task(w.node_index, &w, nullptr, idle_since, deadline)) != nullptr) break;
+        if (round % 32 == 0) {
+          if (stop_.load(std::memory_order_acquire) || detail::monotonic_ns() - idle_since >= spin_ns) break;
+          std::this_thread::yield();
+        }
+        detail::cpu_relax();
       }
       n.spinning.fetch_sub(1, std::memory_order_seq_cst);
       while (t == nullptr) {
         const std::uint32_t key = n.sleep.prepare_wait();
         deadline = UINT64_MAX;
-        if ((t = find_task(w.node_index, &w, idle_since, deadline)) != nullptr) {
+        if ((t = find_task(w.node_index, &w, nullptr, idle_since, deadline)) != nullptr) {
           n.sleep.cancel_wait();
           break;
         }
@@ -818,40 +926,49 @@ inline void thread_pool::help_until_done(detail::group_state& g) {
   if (g.pending.load(std::memory_order_acquire) == 0) return;
   detail::pool_worker* self = is_own_worker() ? detail::this_worker.self : nullptr;
   std::size_t ni = 0;
+  detail::external_slot* own = nullptr;
   if (self != nullptr) {
     ni = self->node_index;
   } else {
     std::error_code ec;
     const node_id here = current_node(ec);
     ni = ec ? 0 : nearest_pool_node(here);
+    // Its own submissions first (LIFO, as a worker would), if they are this node's work.
+    const detail::external_binding& b = detail::this_external;
+    if (b.pool_id == id_ && b.slot && b.slot->node_index.load(std::memory_order_relaxed) == ni) own = b.slot.get();
   }
   // thread_pool::wait() and the destructor only sleep: the caller is usually an unbound thread,
   // and running a task there would put it off its node.
   const bool can_help = &g != &all_;
-  const std::uint64_t idle_since = detail::monotonic_ns();
+  std::uint64_t idle_since = detail::monotonic_ns();  // spin and remote-steal clocks
   const auto spin_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.spin).count());
   std::uint64_t sleep_ns = 50000;
   for (unsigned round = 0; g.pending.load(std::memory_order_acquire) != 0; ++round) {
     std::uint64_t deadline = UINT64_MAX;
     if (can_help) {
-      if (detail::pool_task* t = find_task(ni, self, idle_since, deadline)) {
+      if (detail::pool_task* t = find_task(ni, self, own, idle_since, deadline)) {
         run_task(t, self);
+        idle_since = detail::monotonic_ns();
         sleep_ns = 50000;
         continue;
       }
     }
+    if (round % 32 != 31) {
+      detail::cpu_relax();
+      continue;
+    }
     if (detail::monotonic_ns() - idle_since < spin_ns) {
-      if (round % 16 == 15) std::this_thread::yield();
+      std::this_thread::yield();
       continue;
     }
     // Sleep until the group completes. The wait is bounded because work this thread could help
     // with does not wake it (it is not one of its node's sleepers); the bound grows to 1 ms.
-    const std::uint32_t key = g.done.prepare_wait();
+    const std::uint32_t key = groups_done_.prepare_wait();
     if (g.pending.load(std::memory_order_seq_cst) == 0) {
-      g.done.cancel_wait();
+      groups_done_.cancel_wait();
       break;
     }
-    g.done.commit_wait(key, can_help ? std::chrono::nanoseconds(sleep_ns) : std::chrono::nanoseconds(-1));
+    groups_done_.commit_wait(key, can_help ? std::chrono::nanoseconds(sleep_ns) : std::chrono::nanoseconds(-1));
     sleep_ns = std::min<std::uint64_t>(sleep_ns * 2, 1000000);
   }
 }
@@ -869,14 +986,12 @@ inline std::size_t thread_pool::cancel() noexcept {
   for (auto& np : nodes_) {
     detail::pool_node& n = *np;
     for (;;) {
-      detail::pool_task* t = take_from_queues(n, true);
-      for (std::size_t k = 0; t == nullptr && k < n.workers.size(); ++k) t = n.workers[k]->deque.steal();
+      detail::pool_task* t = take_from_queues(n, true, nullptr);
+      if (t == nullptr) t = steal_from(static_cast<std::size_t>(&np - nodes_.data()), nullptr, nullptr);
       if (t == nullptr) break;
-      n.queued.fetch_sub(1, std::memory_order_relaxed);
       detail::group_state* g = t->group;
       delete t;
-      if (g != nullptr) g->finish_one();
-      all_.finish_one();
+      finish(g);
       ++dropped;
     }
   }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -77,6 +78,36 @@ class event_count {
 
   std::atomic<std::uint32_t> epoch_{0};
   std::atomic<std::uint32_t> waiters_{0};
+};
+
+/// A pause for spin loops (lets the sibling hyperthread run; a no-op elsewhere).
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+/**
+ * A lock for critical sections of a few instructions (a queue push or pop), where a mutex's
+ * futex hand-off costs more than the section. Yields after a short spin so that a preempted
+ * holder can finish on an oversubscribed machine. Meets BasicLockable (std::lock_guard).
+ */
+class spin_lock {
+ public:
+  void lock() noexcept {
+    for (unsigned spins = 0; flag_.exchange(true, std::memory_order_acquire);) {
+      while (flag_.load(std::memory_order_relaxed)) {
+        if (++spins % 64 == 0) sched_yield();
+        else cpu_relax();
+      }
+    }
+  }
+  void unlock() noexcept { flag_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> flag_{false};
 };
 
 }  // namespace numaaff::detail

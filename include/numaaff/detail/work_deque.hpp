@@ -66,9 +66,12 @@ class work_deque {
     return item;
   }
 
-  /// A snapshot that may be stale by the time it is read.
-  bool empty() const noexcept {
-    return top_.load(std::memory_order_relaxed) >= bottom_.load(std::memory_order_relaxed);
+  /// How many items there are, as a snapshot that may be stale by the time it is read. The
+  /// loads are seq_cst so that a sleeper's last look before sleeping cannot miss a push.
+  std::int64_t size_hint() const noexcept {
+    const std::int64_t b = bottom_.load(std::memory_order_seq_cst);
+    const std::int64_t t = top_.load(std::memory_order_seq_cst);
+    return b > t ? b - t : 0;
   }
 
  private:
