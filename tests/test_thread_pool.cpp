@@ -355,6 +355,30 @@ TEST(ThreadPoolEnvironment, ADefaultPoolReadsTheEnvironmentAndRespectsTheCpuset)
   EXPECT_NE(home.find("NUMAAFF_HOMENODE='99'"), std::string::npos) << home;
 }
 
+TEST(ThreadPoolEnvironment, TheLauncherSetsWhatThePoolReads) {
+#if defined(NUMAAFF_LAUNCHER)
+  const std::string run = NUMAAFF_LAUNCHER;
+  const std::string probe = NUMAAFF_TOPOLOGY_PROBE;
+  const node_id home = numaaff::topology::system().nodes().front();
+  const std::string out = numaaff_test::run_command(run + " -n " + std::to_string(home) + " -P exec -s local -t 1 -- " + probe + " pool");
+  EXPECT_NE(out.find("policy=exec\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("steal=local\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("homenode=" + std::to_string(home) + "\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("workers=" + std::to_string(numaaff::topology::system().node_count()) + "\n"), std::string::npos) << out;
+
+  const std::string bad = numaaff_test::run_command(run + " -P sideways -- true");
+  EXPECT_NE(bad.find("NUMAAFF_NODE_POLICY='sideways'"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("exit status"), std::string::npos) << bad;
+  const std::string usage = numaaff_test::run_command(run + " --bogus");
+  EXPECT_NE(usage.find("usage:"), std::string::npos) << usage;
+  EXPECT_NE(usage.find("exit status"), std::string::npos) << usage;
+  const std::string show = numaaff_test::run_command(run + " -P round_robin --show");
+  EXPECT_NE(show.find("node policy: round_robin"), std::string::npos) << show;
+#else
+  GTEST_SKIP() << "examples not built";
+#endif
+}
+
 // ---- layer 2: this host -----------------------------------------------------------------
 
 TEST(ThreadPoolHost, DefaultPoolHasOneBoundWorkerPerAllowedCpu) {

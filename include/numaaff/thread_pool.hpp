@@ -46,6 +46,7 @@
 #pragma once
 
 #include "allocator.hpp"
+#include "detail/block_cache.hpp"
 #include "detail/futex.hpp"
 #include "detail/homenode.hpp"
 #include "detail/text.hpp"
@@ -172,6 +173,18 @@ struct pool_task {
   node_id home = -1;
   bool bound = false;  // runs on its homenode's workers only
   group_state* group = nullptr;
+
+  // Small tasks (nearly all) come from the recycling block cache: a task is usually freed by
+  // another thread than the one that made it, the pattern malloc handles worst.
+  static void* operator new(std::size_t n) {
+    return n <= block_cache::block_size ? block_cache::allocate() : ::operator new(n);
+  }
+  static void operator delete(void* p, std::size_t n) noexcept {
+    if (n <= block_cache::block_size) block_cache::deallocate(p);
+    else ::operator delete(p);
+  }
+  static void* operator new(std::size_t n, std::align_val_t a) { return ::operator new(n, a); }
+  static void operator delete(void* p, std::size_t, std::align_val_t a) noexcept { ::operator delete(p, a); }
 };
 
 template <class F>
@@ -391,6 +404,8 @@ class thread_pool {
   void run_task(detail::pool_task* t, detail::pool_worker* self) noexcept;
   /// Counts a task out of its group and the pool; wakes waiters when one of them completes.
   void finish(detail::group_state* g) noexcept;
+  /// Tasks still to finish for `g`; for all_ (wait(), the destructor) groups' work counts too.
+  std::size_t outstanding(const detail::group_state& g) const noexcept;
   void worker_main(detail::pool_worker& w);
   /// The helping wait of task_group and parallel_for: run tasks until `g` has none pending.
   void help_until_done(detail::group_state& g);
@@ -414,6 +429,7 @@ class thread_pool {
   std::vector<std::unique_ptr<detail::pool_worker>> workers_;
   detail::group_state all_;  // every task; the errors of post()ed ones
   detail::event_count groups_done_;  // a group (or all_) completed
+  std::atomic<long> active_groups_{0};  // task_groups with work pending
   std::vector<std::shared_ptr<detail::external_slot>> slots_;
   const std::uint64_t id_ = detail::next_pool_id.fetch_add(1, std::memory_order_relaxed);
   std::atomic<bool> stop_{false};
@@ -458,7 +474,7 @@ class task_group {
  private:
   friend class thread_pool;
   detail::group_state* add() noexcept {
-    state_.pending.fetch_add(1, std::memory_order_relaxed);
+    if (state_.pending.fetch_add(1, std::memory_order_seq_cst) == 0) pool_.active_groups_.fetch_add(1, std::memory_order_seq_cst);
     return &state_;
   }
   thread_pool& pool_;
@@ -699,7 +715,8 @@ inline std::size_t thread_pool::policy_node() {
 }
 
 inline void thread_pool::enqueue(detail::pool_task* t) {
-  all_.pending.fetch_add(1, std::memory_order_relaxed);
+  // A group's task is counted by its group (one shared counter per task, not two).
+  if (t->group == nullptr) all_.pending.fetch_add(1, std::memory_order_relaxed);
   const std::size_t ni = index_of(t->home);
   detail::pool_node& n = *nodes_[ni];
   detail::pool_worker* self = is_own_worker() ? detail::this_worker.self : nullptr;
@@ -830,6 +847,7 @@ inline detail::pool_task* thread_pool::find_task(std::size_t ni, detail::pool_wo
   for (const auto& [ri, delay] : n.remotes) {
     if (!has_stealable(ri)) continue;
     if (delay > 0) {
+      if (idle_since == 0) continue;  // not idle yet: remote work must wait
       if (now == 0) now = detail::monotonic_ns();
       if (now < idle_since + delay) {
         deadline = std::min(deadline, idle_since + delay);
@@ -870,9 +888,22 @@ inline void thread_pool::run_task(detail::pool_task* t, detail::pool_worker* sel
 }
 
 inline void thread_pool::finish(detail::group_state* g) noexcept {
-  bool woke = false;
-  if (g != nullptr && g->finish_one()) woke = groups_done_.notify_all();
-  if (all_.finish_one() && !woke) groups_done_.notify_all();
+  if (g != nullptr) {
+    if (g->finish_one()) {  // `g` may be gone from here on
+      active_groups_.fetch_sub(1, std::memory_order_seq_cst);
+      groups_done_.notify_all();
+    }
+  } else if (all_.finish_one()) {
+    groups_done_.notify_all();
+  }
+}
+
+inline std::size_t thread_pool::outstanding(const detail::group_state& g) const noexcept {
+  const std::size_t own = g.pending.load(std::memory_order_seq_cst);
+  if (&g != &all_) return own;
+  // Work of groups counts for the pool too; a transiently negative count means none.
+  const long groups = active_groups_.load(std::memory_order_seq_cst);
+  return own + (groups > 0 ? static_cast<std::size_t>(groups) : 0);
 }
 
 inline void thread_pool::worker_main(detail::pool_worker& w) {
@@ -882,8 +913,9 @@ inline void thread_pool::worker_main(detail::pool_worker& w) {
   const auto spin_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.spin).count());
   for (;;) {
     std::uint64_t deadline = UINT64_MAX;
-    std::uint64_t idle_since = detail::monotonic_ns();
-    detail::pool_task* t = find_task(w.node_index, &w, nullptr, idle_since, deadline);
+    // The idle clock starts when the first look finds nothing (0: not idle yet).
+    detail::pool_task* t = find_task(w.node_index, &w, nullptr, 0, deadline);
+    std::uint64_t idle_since = t == nullptr ? detail::monotonic_ns() : 0;
     if (t == nullptr) {
       // Idle: spin (announced, so submitters skip the wake-up), then sleep.
       n.spinning.fetch_add(1, std::memory_order_seq_cst);
@@ -923,7 +955,7 @@ inline void thread_pool::worker_main(detail::pool_worker& w) {
 }
 
 inline void thread_pool::help_until_done(detail::group_state& g) {
-  if (g.pending.load(std::memory_order_acquire) == 0) return;
+  if (outstanding(g) == 0) return;
   detail::pool_worker* self = is_own_worker() ? detail::this_worker.self : nullptr;
   std::size_t ni = 0;
   detail::external_slot* own = nullptr;
@@ -940,19 +972,20 @@ inline void thread_pool::help_until_done(detail::group_state& g) {
   // thread_pool::wait() and the destructor only sleep: the caller is usually an unbound thread,
   // and running a task there would put it off its node.
   const bool can_help = &g != &all_;
-  std::uint64_t idle_since = detail::monotonic_ns();  // spin and remote-steal clocks
+  std::uint64_t idle_since = detail::monotonic_ns();  // spin and remote-steal clocks (0: just ran a task)
   const auto spin_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.spin).count());
   std::uint64_t sleep_ns = 50000;
-  for (unsigned round = 0; g.pending.load(std::memory_order_acquire) != 0; ++round) {
+  for (unsigned round = 0; outstanding(g) != 0; ++round) {
     std::uint64_t deadline = UINT64_MAX;
     if (can_help) {
       if (detail::pool_task* t = find_task(ni, self, own, idle_since, deadline)) {
         run_task(t, self);
-        idle_since = detail::monotonic_ns();
+        idle_since = 0;
         sleep_ns = 50000;
         continue;
       }
     }
+    if (idle_since == 0) idle_since = detail::monotonic_ns();
     if (round % 32 != 31) {
       detail::cpu_relax();
       continue;
@@ -964,7 +997,7 @@ inline void thread_pool::help_until_done(detail::group_state& g) {
     // Sleep until the group completes. The wait is bounded because work this thread could help
     // with does not wake it (it is not one of its node's sleepers); the bound grows to 1 ms.
     const std::uint32_t key = groups_done_.prepare_wait();
-    if (g.pending.load(std::memory_order_seq_cst) == 0) {
+    if (outstanding(g) == 0) {
       groups_done_.cancel_wait();
       break;
     }

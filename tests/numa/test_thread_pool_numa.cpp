@@ -181,4 +181,20 @@ TEST(ThreadPoolNuma, ThePoolStaysInsideTheCpusetNumactlGives) {
   EXPECT_NE(home.find("homenode=1\n"), std::string::npos) << home;
 }
 
+TEST(ThreadPoolNuma, TheLauncherBindsAndSetsTheHomenode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::string run = NUMAAFF_LAUNCHER;
+  const std::string bound = numaaff_test::run_command(run + " -N 1 -P exec -- " + NUMAAFF_TOPOLOGY_PROBE + " pool");
+  EXPECT_NE(bound.find("pool_nodes=1\n"), std::string::npos) << bound;
+  EXPECT_NE(bound.find("homenode=1\n"), std::string::npos) << bound;
+  EXPECT_NE(bound.find("policy=exec\n"), std::string::npos) << bound;
+  // -n sets the homenode without binding: every node's workers, memory preferred on node 1
+  // (the child's own policy, read back with get_mempolicy by numactl --show).
+  const std::string home = numaaff_test::run_command(run + " -n 1 -- " + NUMAAFF_TOPOLOGY_PROBE + " pool");
+  EXPECT_NE(home.find("pool_nodes=" + numaaff::detail::format_list(sysfs_nodes()) + "\n"), std::string::npos) << home;
+  EXPECT_NE(home.find("homenode=1\n"), std::string::npos) << home;
+  const std::string policy = numaaff_test::run_command(run + " -n 1 -- numactl --show");
+  EXPECT_NE(policy.find("preferred node: 1"), std::string::npos) << policy;
+}
+
 }  // namespace

@@ -1,0 +1,97 @@
+// Fixed-size blocks for thread-pool tasks, recycled to the thread that allocated them. A task
+// is typically allocated by one thread and freed by another (the worker that ran it); malloc
+// then keeps taking fresh memory on the producer's side while the consumers' caches overflow.
+// Here a block freed by another thread goes back to its owner's lock-free return list, which
+// the owner takes whole when its own list runs dry (the scheme of oneTBB's small-object pool
+// and mimalloc's thread-free lists). Only pushes are concurrent and the owner takes the whole
+// list at once, so the list has no ABA problem.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <vector>
+
+namespace numaaff::detail {
+
+class block_cache {
+ public:
+  static constexpr std::size_t block_size = 128;  // usable bytes per block
+
+  /// A block of `block_size` bytes, aligned for max_align_t. Throws std::bad_alloc.
+  static void* allocate() {
+    block_cache& c = mine();
+    node* n = c.private_;
+    if (n == nullptr) n = c.returned_.exchange(nullptr, std::memory_order_acquire);
+    if (n == nullptr) {
+      void* raw = std::malloc(sizeof(node) + block_size);
+      if (raw == nullptr) throw std::bad_alloc();
+      n = new (raw) node{&c, nullptr};
+    }
+    c.private_ = n->next;
+    return n + 1;
+  }
+
+  static void deallocate(void* p) noexcept {
+    node* n = static_cast<node*>(p) - 1;
+    block_cache* owner = n->owner;
+    if (owner == &mine()) {
+      n->next = owner->private_;
+      owner->private_ = n;
+      return;
+    }
+    n->next = owner->returned_.load(std::memory_order_relaxed);
+    while (!owner->returned_.compare_exchange_weak(n->next, n, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
+
+ private:
+  struct alignas(std::max_align_t) node {
+    block_cache* owner;
+    node* next;
+  };
+
+  // Caches are never freed: a thread's cache, with whatever blocks come back to it, passes to
+  // the next thread that starts. So a block freed after its owner exited never touches freed
+  // memory, and the number of caches is the peak number of threads.
+  struct registry {
+    std::mutex lock;
+    std::vector<block_cache*> idle;
+  };
+  static registry& caches() {
+    static registry* r = new registry;  // outlives every thread's exit (never destroyed)
+    return *r;
+  }
+  struct handle {
+    block_cache* cache;
+    handle() {
+      registry& r = caches();
+      std::lock_guard<std::mutex> g(r.lock);
+      if (r.idle.empty()) {
+        cache = new block_cache;
+      } else {
+        cache = r.idle.back();
+        r.idle.pop_back();
+      }
+    }
+    handle(const handle&) = delete;
+    handle& operator=(const handle&) = delete;
+    ~handle() {
+      registry& r = caches();
+      std::lock_guard<std::mutex> g(r.lock);
+      r.idle.push_back(cache);
+    }
+  };
+
+  static block_cache& mine() {
+    static thread_local handle h;
+    return *h.cache;
+  }
+
+  node* private_ = nullptr;                           // owner only
+  alignas(64) std::atomic<node*> returned_{nullptr};  // pushed by other threads
+};
+
+}  // namespace numaaff::detail
