@@ -10,6 +10,8 @@ packages=(
     libhwloc-dev libnuma-dev
     # tests, benchmarks, the TBB bridge
     libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev numactl util-linux
+    # OpenMP for clang++ (g++ brings libgomp): the OpenMP bridge and the benchmarks' baseline
+    libomp-dev
     # the emulated NUMA VM (tests/vm): qemu, a static busybox, kernel unpacking
     qemu-system-x86 busybox-static lz4 zstd xz-utils binutils apt-utils
 )

@@ -34,17 +34,18 @@ sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit
 build_config "$b/asan" clang++ 17 -DCMAKE_CXX_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize" -DNUMAAFF_BUILD_BENCHMARKS=OFF
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_host_layer "$b/asan"
 
-echo "==== ThreadSanitizer (clang++, C++17): next-touch and the allocators ===="
+echo "==== ThreadSanitizer (clang++, C++17): next-touch, the allocators, the thread pool ===="
 tsan="-fsanitize=thread -fno-omit-frame-pointer"
 cmake -S "$root" -B "$b/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_STANDARD=17 \
     -DCMAKE_CXX_EXTENSIONS=OFF -DCMAKE_CXX_FLAGS="$tsan" -DCMAKE_EXE_LINKER_FLAGS="$tsan" -DNUMAAFF_BUILD_EXAMPLES=OFF -DNUMAAFF_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build "$b/tsan" -j "$jobs" --target test_next_touch test_next_touch_random test_allocator
+cmake --build "$b/tsan" -j "$jobs" --target test_next_touch test_next_touch_random test_allocator test_thread_pool
 # The two tests that arm gigabytes of address space are left out: TSan's shadow of them makes
 # each of their 100,000+ faults slow enough to take many minutes.
 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch" --gtest_brief=1 \
     --gtest_filter='-*CheckerboardBeyondMaxMapCount:*FourGiBArmedEveryOtherChunkTouched'
 TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch_random" --gtest_brief=1
 TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_allocator" --gtest_brief=1
+TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_thread_pool" --gtest_brief=1
 
 echo "==== benchmarks: smoke runs (tiny sizes; real figures are in benchmarks/README.md) ===="
 bench=$b/gcc-17/benchmarks
@@ -52,8 +53,9 @@ smoke=(--benchmark_min_time=0.01 --benchmark_color=false)
 "$bench/bench_allocator" "${smoke[@]}" --benchmark_filter='/64/' >/dev/null
 "$bench/bench_memory" "${smoke[@]}" --benchmark_filter='16384' >/dev/null
 "$bench/bench_next_touch" "${smoke[@]}" --benchmark_filter='/1/' >/dev/null
-"$root/tests/vm/numaaff-vm" --add "$bench/bench_memory" --add "$bench/bench_next_touch" -- sh -c \
-    "bench_memory ${smoke[*]} --benchmark_filter='move.*/4096/' >/dev/null && bench_next_touch ${smoke[*]} --benchmark_filter='/1/' >/dev/null && echo 'benchmarks ran in the 4-node VM'"
+"$bench/bench_thread_pool" "${smoke[@]}" >/dev/null
+"$root/tests/vm/numaaff-vm" --add "$bench/bench_memory" --add "$bench/bench_next_touch" --add "$bench/bench_thread_pool" -- sh -c \
+    "bench_memory ${smoke[*]} --benchmark_filter='move.*/4096/' >/dev/null && bench_next_touch ${smoke[*]} --benchmark_filter='/1/' >/dev/null && bench_thread_pool ${smoke[*]} --benchmark_filter='fork_join|fib' >/dev/null && echo 'benchmarks ran in the 4-node VM'"
 
 echo "==== multi-node layer in the emulated NUMA VM (kernels 6.1 and 6.12) ===="
 (cd "$b/gcc-17" && ctest -L vm --output-on-failure)
