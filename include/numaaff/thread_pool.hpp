@@ -318,7 +318,7 @@ class thread_pool {
 
   /// Discards the tasks that have not started; running ones finish. Their futures report
   /// std::future_errc::broken_promise. @return how many were discarded.
-  std::size_t cancel() noexcept;
+  std::size_t cancel();
 
   /**
    * Calls `f(i)` for each i in [first, last), or `f(lo, hi)` once per block if f takes two
@@ -397,7 +397,7 @@ class thread_pool {
                                std::uint64_t idle_since, std::uint64_t& deadline);
   /// The calling outside thread's slot, claimed on first use, if it holds node `ni`'s work.
   detail::external_slot* own_slot(std::size_t ni) noexcept;
-  detail::pool_task* steal_from(std::size_t ni, const detail::pool_worker* self, const detail::external_slot* own) noexcept;
+  detail::pool_task* steal_from(std::size_t ni, const detail::pool_worker* self, const detail::external_slot* own);
   bool has_stealable(std::size_t ni) const noexcept;
   /// One task from node `n`'s queues; a worker of the node (`into`) takes a batch into its deque.
   detail::pool_task* take_from_queues(detail::pool_node& n, bool include_bound, detail::pool_worker* into);
@@ -743,11 +743,10 @@ inline void thread_pool::wake_for(std::size_t ni, bool bound) noexcept {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (n.spinning.load(std::memory_order_seq_cst) > 0 || n.sleep.notify_one()) return;
   if (bound || options_.steal == steal_mode::local_only) return;
-  // Nobody on the task's node is free: the nearest idle node starts its steal delay.
-  for (std::size_t r : n.thieves) {
-    detail::pool_node& rn = *nodes_[r];
-    if (rn.spinning.load(std::memory_order_seq_cst) > 0 || rn.sleep.notify_one()) return;
-  }
+  // Nobody on the task's node is free: the nearest sleeping node starts its steal delay (a
+  // remote spinner is not relied on: it may be about to take work of its own).
+  for (std::size_t r : n.thieves)
+    if (nodes_[r]->sleep.notify_one()) return;
 }
 
 inline detail::pool_task* thread_pool::take_from_queues(detail::pool_node& n, bool include_bound,
@@ -813,7 +812,7 @@ inline bool thread_pool::has_stealable(std::size_t ni) const noexcept {
 }
 
 inline detail::pool_task* thread_pool::steal_from(std::size_t ni, const detail::pool_worker* self,
-                                                  const detail::external_slot* own) noexcept {
+                                                  const detail::external_slot* own) {
   const detail::pool_node& n = *nodes_[ni];
   const std::size_t count = n.workers.size();
   const std::size_t start = self != nullptr ? self->index : 0;
@@ -824,7 +823,17 @@ inline detail::pool_task* thread_pool::steal_from(std::size_t ni, const detail::
   }
   for (const auto& s : slots_) {
     if (s.get() == own || s->node_index.load(std::memory_order_relaxed) != ni) continue;
-    if (detail::pool_task* t = s->deque.steal()) return t;
+    if (detail::pool_task* t = s->deque.steal()) {
+      if (t->home == n.node) return t;
+      // The slot changed nodes between the check and the steal: the task goes home instead.
+      detail::pool_node& home = *nodes_[index_of(t->home)];
+      {
+        std::lock_guard<detail::spin_lock> g(home.lock);
+        home.queue.push_back(t);
+        home.in_queue.store(static_cast<std::int64_t>(home.queue.size()), std::memory_order_relaxed);
+      }
+      wake_for(index_of(t->home), false);
+    }
   }
   return nullptr;
 }
@@ -929,6 +938,10 @@ inline void thread_pool::worker_main(detail::pool_worker& w) {
         detail::cpu_relax();
       }
       n.spinning.fetch_sub(1, std::memory_order_seq_cst);
+      // A submitter that saw this worker spinning did not wake anyone; if this worker took a
+      // task and more is waiting, that more may be the submitter's: pass the wake-up on.
+      if (t != nullptr && (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index)))
+        n.sleep.notify_one();
       while (t == nullptr) {
         const std::uint32_t key = n.sleep.prepare_wait();
         deadline = UINT64_MAX;
@@ -1014,7 +1027,7 @@ inline void thread_pool::wait() {
   if (std::exception_ptr e = all_.take_error()) std::rethrow_exception(e);
 }
 
-inline std::size_t thread_pool::cancel() noexcept {
+inline std::size_t thread_pool::cancel() {
   std::size_t dropped = 0;
   for (auto& np : nodes_) {
     detail::pool_node& n = *np;
