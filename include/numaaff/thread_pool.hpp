@@ -1128,7 +1128,8 @@ inline std::string thread_pool::to_string() const {
     std::vector<int> cpus;
     for (const detail::pool_worker* w : np->workers)
       if (w->cpu >= 0) cpus.push_back(w->cpu);
-    s += "node " + std::to_string(np->node) + ": " + std::to_string(np->workers.size()) + " workers" +
+    s += "node " + std::to_string(np->node) + ": " + std::to_string(np->workers.size()) +
+         (np->workers.size() == 1 ? " worker" : " workers") +
          (cpus.empty() ? std::string() : " on cpus " + detail::format_list(cpus)) + "; steals from";
     if (options_.steal == steal_mode::local_only || np->remotes.empty()) s += " none";
     for (const auto& [ri, delay] : np->remotes)
