@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -109,8 +110,8 @@ void show(const environment& env, const std::vector<int>& cpus, const char* whos
       std::printf("node %d steals from:%s", from, used.size() == 1 ? " none (one node)" : "");
       for (numaaff::node_id to : t.nodes_by_distance(from)) {
         if (to == from || std::find(used.begin(), used.end(), to) == used.end()) continue;
-        const long long d = o.steal == numaaff::steal_mode::free ? 0 : static_cast<long long>(o.steal_delay.count()) * (t.distance(from, to) - 10) / 10;
-        std::printf(" %d after %lld us", to, d);
+        const auto d = std::chrono::duration_cast<std::chrono::microseconds>(numaaff::remote_steal_delay(o, t, from, to));
+        std::printf(" %d after %lld us", to, static_cast<long long>(d.count()));
       }
       std::printf("\n");
     }

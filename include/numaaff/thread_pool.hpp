@@ -117,6 +117,13 @@ struct thread_pool_options {
 std::string to_string(node_policy p);
 std::string to_string(steal_mode s);
 
+/**
+ * The delay before a worker of `from` may take work of `to` under options `o` on topology `t`
+ * (the formula in the file comment; zero for the same node and for steal_mode::free).
+ * @throws std::invalid_argument if a node is not in `t`.
+ */
+std::chrono::nanoseconds remote_steal_delay(const thread_pool_options& o, const topology& t, node_id from, node_id to);
+
 /// A contiguous block of an index range and the node it belongs to.
 struct index_block {
   node_id node;
@@ -390,6 +397,7 @@ class thread_pool {
   }
 
   void enqueue(detail::pool_task* t);
+  void push_to_queue(detail::pool_node& n, detail::pool_task* t);
   void wake_for(std::size_t node_index, bool bound) noexcept;
   /// The next task for a thread of node `node_index`: a worker (`self`) or an outside helper
   /// (`own`: its slot, if any). Sets `deadline` to when a remote node's delay expires.
@@ -666,13 +674,16 @@ inline const detail::pool_worker& thread_pool::worker_at(std::size_t i) const {
   return *workers_[i];
 }
 
+inline std::chrono::nanoseconds remote_steal_delay(const thread_pool_options& o, const topology& t, node_id from, node_id to) {
+  if (from == to || o.steal == steal_mode::free) return std::chrono::nanoseconds(0);
+  const auto unit = std::chrono::duration_cast<std::chrono::nanoseconds>(o.steal_delay).count();
+  return std::chrono::nanoseconds(unit * (t.distance(from, to) - local_distance) / local_distance);
+}
+
 inline std::chrono::nanoseconds thread_pool::steal_delay(node_id from, node_id to) const {
   checked_node(from, "steal_delay");
   checked_node(to, "steal_delay");
-  if (from == to || options_.steal == steal_mode::free) return std::chrono::nanoseconds(0);
-  const auto unit = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.steal_delay).count();
-  const int d = topo_->distance(from, to);
-  return std::chrono::nanoseconds(unit * (d - local_distance) / local_distance);
+  return remote_steal_delay(options_, *topo_, from, to);
 }
 
 inline std::vector<node_id> thread_pool::steal_order(node_id from) const {
@@ -726,16 +737,20 @@ inline void thread_pool::enqueue(detail::pool_task* t) {
   } else if (!t->bound && self == nullptr && (slot = own_slot(ni)) != nullptr) {
     slot->deque.push(t);
   } else {
-    std::lock_guard<detail::spin_lock> g(n.lock);
-    if (t->bound) {
-      n.bound_queue.push_back(t);
-      n.in_bound_queue.store(static_cast<std::int64_t>(n.bound_queue.size()), std::memory_order_relaxed);
-    } else {
-      n.queue.push_back(t);
-      n.in_queue.store(static_cast<std::int64_t>(n.queue.size()), std::memory_order_relaxed);
-    }
+    push_to_queue(n, t);
   }
   wake_for(ni, t->bound);
+}
+
+inline void thread_pool::push_to_queue(detail::pool_node& n, detail::pool_task* t) {
+  std::lock_guard<detail::spin_lock> g(n.lock);
+  if (t->bound) {
+    n.bound_queue.push_back(t);
+    n.in_bound_queue.store(static_cast<std::int64_t>(n.bound_queue.size()), std::memory_order_relaxed);
+  } else {
+    n.queue.push_back(t);
+    n.in_queue.store(static_cast<std::int64_t>(n.queue.size()), std::memory_order_relaxed);
+  }
 }
 
 inline void thread_pool::wake_for(std::size_t ni, bool bound) noexcept {
@@ -826,12 +841,7 @@ inline detail::pool_task* thread_pool::steal_from(std::size_t ni, const detail::
     if (detail::pool_task* t = s->deque.steal()) {
       if (t->home == n.node) return t;
       // The slot changed nodes between the check and the steal: the task goes home instead.
-      detail::pool_node& home = *nodes_[index_of(t->home)];
-      {
-        std::lock_guard<detail::spin_lock> g(home.lock);
-        home.queue.push_back(t);
-        home.in_queue.store(static_cast<std::int64_t>(home.queue.size()), std::memory_order_relaxed);
-      }
+      push_to_queue(*nodes_[index_of(t->home)], t);
       wake_for(index_of(t->home), false);
     }
   }
