@@ -14,12 +14,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <future>
 #include <map>
 #include <mutex>
-#include <numeric>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -255,8 +252,6 @@ TEST(ThreadPoolSynthetic, PartitionsAreContiguousPerNodeInProportionToWorkers) {
   EXPECT_EQ(workers[2].first, 4u);
   EXPECT_EQ(workers[7].last, 10u);
 
-  o.nodes = {0, 1};
-  o.threads_per_node = 0;
   auto uneven = synthetic("pack:1 numa:2 core:3 pu:1");
   uneven.threads_per_node = 1;
   uneven.nodes = {0, 1};
