@@ -21,7 +21,8 @@
  *
  *     delay(from, to) = steal_delay * (distance(from, to) - 10) / 10
  *
- * (with the default 50 us and a 10/20 matrix, 50 us; with 10/100, 450 us). A stolen task keeps
+ * (with the default 50 us and a 10/20 matrix, 50 us; with 10/100, 450 us), and only while that
+ * node has no idle worker of its own that would take the work itself. A stolen task keeps
  * its homenode, so its memory and, under `fork`, its children go home. A worker that finds
  * nothing spins for `spin` and then sleeps on a futex: an idle pool uses no CPU. Submitting wakes
  * a sleeping worker of the task's node, or, if that node has none, the nearest node's, which
@@ -407,6 +408,8 @@ class thread_pool {
   detail::external_slot* own_slot(std::size_t ni) noexcept;
   detail::pool_task* steal_from(std::size_t ni, const detail::pool_worker* self, const detail::external_slot* own);
   bool has_stealable(std::size_t ni) const noexcept;
+  /// Some worker of node `ni` is spinning or asleep, i.e. free to take that node's work.
+  bool has_idle_workers(std::size_t ni) const noexcept;
   /// One task from node `n`'s queues; a worker of the node (`into`) takes a batch into its deque.
   detail::pool_task* take_from_queues(detail::pool_node& n, bool include_bound, detail::pool_worker* into);
   void run_task(detail::pool_task* t, detail::pool_worker* self) noexcept;
@@ -447,8 +450,9 @@ class thread_pool {
 
 /**
  * Fork-join on a thread_pool: run() tasks, then wait() for all of them. The waiting thread
- * helps: it runs tasks of its node (a worker's own deque first) until the group is done, so
- * nested groups inside tasks do not deadlock and do not need spare threads.
+ * helps: a worker runs tasks of its node (its own deque first) until the group is done, so
+ * nested groups inside tasks do not deadlock and do not need spare threads; an outside thread
+ * runs only the tasks it submitted itself, then sleeps.
  * Thread safety: run() from any thread; one thread waits. The destructor waits (and drops the
  * exception, if any): call wait() to see it.
  */
@@ -816,6 +820,11 @@ inline detail::external_slot* thread_pool::own_slot(std::size_t ni) noexcept {
   return s;
 }
 
+inline bool thread_pool::has_idle_workers(std::size_t ni) const noexcept {
+  const detail::pool_node& n = *nodes_[ni];
+  return n.spinning.load(std::memory_order_seq_cst) > 0 || n.sleep.waiting() > 0;
+}
+
 inline bool thread_pool::has_stealable(std::size_t ni) const noexcept {
   const detail::pool_node& n = *nodes_[ni];
   if (n.in_queue.load(std::memory_order_seq_cst) > 0) return true;
@@ -854,9 +863,11 @@ inline detail::pool_task* thread_pool::find_task(std::size_t ni, detail::pool_wo
   detail::pool_node& n = *nodes_[ni];
   detail::pool_task* t = nullptr;
   if (self != nullptr && (t = self->deque.pop()) != nullptr) return t;
-  if (own != nullptr && (t = own->deque.pop()) != nullptr) return t;
-  // Bound work is for the node's own (pinned) workers, not for helping outsiders.
-  if ((t = take_from_queues(n, self != nullptr, self)) != nullptr) return t;
+  // An outside thread waiting for a group runs only what it submitted itself: it is unbound,
+  // so anything else (another submitter's long task, say) would run off its homenode and hold
+  // up the waiter's own return.
+  if (self == nullptr) return own != nullptr ? own->deque.pop() : nullptr;
+  if ((t = take_from_queues(n, true, self)) != nullptr) return t;
   if ((t = steal_from(ni, self, own)) != nullptr) {
     if (self != nullptr) self->stolen_local.store(self->stolen_local.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return t;
@@ -870,6 +881,13 @@ inline detail::pool_task* thread_pool::find_task(std::size_t ni, detail::pool_wo
       if (now == 0) now = detail::monotonic_ns();
       if (now < idle_since + delay) {
         deadline = std::min(deadline, idle_since + delay);
+        continue;
+      }
+      // Work that its own node can start now is left to it (an idle worker there is about to
+      // take it): thieves take only what the home node cannot, so a burst of submissions is not
+      // scattered over other nodes while the home node's workers wake up. Look again later.
+      if (has_idle_workers(ri)) {
+        deadline = std::min(deadline, now + delay);
         continue;
       }
     }

@@ -66,6 +66,8 @@ class event_count {
   /// Wakes one waiter; false if there was none.
   bool notify_one() noexcept { return notify(1); }
   bool notify_all() noexcept { return notify(INT_MAX); }
+  /// Threads between prepare_wait and the end of their wait (a woken one counts until it runs).
+  std::uint32_t waiting() const noexcept { return waiters_.load(std::memory_order_seq_cst); }
 
  private:
   bool notify(int count) noexcept {
