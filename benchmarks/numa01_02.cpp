@@ -10,24 +10,28 @@
 //   first_touch     nothing: the kernel's first-touch placement, threads placed by the scheduler
 //   numa_balancing  the same with the kernel's automatic NUMA balancing switched on
 //                   (/proc/sys/kernel/numa_balancing; needs root, restored afterwards)
-//   next_touch      numaaff::affinity_on_next_touch on the buffer after the serial initialisation
+//   next_touch      numaaff::affinity_on_next_touch on the buffer after the serial initialisation;
+//                   its threads are bound (numa02: spread over the nodes; numa01: each process's
+//                   threads on one node), since next-touch moves data to threads that stay
 //   pool            numaaff thread pool: numa02 initialises and writes each slice from its
 //                   node's workers; numa01 gives each process a pool on its own node (homenode)
 //
 // After every pass the program reads where each thread's pages are (numaaff::where) and which
-// node each thread ran on (sched_getcpu) and prints, per pass: its time and the share of the
-// written pages that were on the writer's node. The summary gives the passes each strategy
+// node each thread ran on (sched_getcpu) and prints, per pass (the first ones, then each change):
+// its time and the share of the written pages that were on the writer's node. The summary gives the passes each strategy
 // needed to reach 90% and 99%. --csv prints `test,strategy,pass,elapsed_s,pass_s,local` rows
 // (benchmarks/plot.sh draws them). On one node every page is local: run it in the VM.
 #include "../examples/cli.hpp"
 
 #include <numaaff/numaaff.hpp>
 
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -98,8 +102,19 @@ void account(pass_record& r, const std::vector<region>& regions, const std::vect
   }
 }
 
-// Runs `passes` passes of plain threads (the kernel places them), writer k sweeping regions[k].
-std::vector<pass_record> run_threads(const std::vector<region>& regions, std::size_t passes) {
+// CPUs for `threads` threads spread evenly over `nodes`' CPUs in node order (what OpenMP's
+// proc_bind=spread gives), or an empty list: the kernel places them.
+std::vector<int> spread_cpus(const std::vector<numaaff::node_id>& nodes, std::size_t threads) {
+  std::vector<int> all, out;
+  for (numaaff::node_id n : nodes)
+    for (int c : numaaff::topology::system().cpus_of(n)) all.push_back(c);
+  for (std::size_t k = 0; k < threads && !all.empty(); ++k) out.push_back(all[k * all.size() / threads % all.size()]);
+  return out;
+}
+
+// Runs `passes` passes of plain threads, writer k sweeping regions[k]; pinned to cpus[k] if given,
+// else placed by the kernel.
+std::vector<pass_record> run_threads(const std::vector<region>& regions, std::size_t passes, const std::vector<int>& cpus) {
   const std::size_t t = regions.size();
   std::vector<pass_record> out(passes);
   std::vector<numaaff::node_id> node(t, 0);
@@ -107,6 +122,12 @@ std::vector<pass_record> run_threads(const std::vector<region>& regions, std::si
   std::vector<std::thread> threads;
   for (std::size_t k = 0; k < t; ++k) {
     threads.emplace_back([&, k] {
+      if (k < cpus.size()) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(static_cast<std::size_t>(cpus[k]), &set);
+        sched_setaffinity(0, sizeof set, &set);
+      }
       for (std::size_t p = 0; p < passes; ++p) {
         start.wait();
         sweep(regions[k].data, regions[k].count);
@@ -150,28 +171,35 @@ std::vector<pass_record> run_pool(numaaff::thread_pool& pool, const std::vector<
 }
 
 // A fresh buffer the main thread initialises serially (as the tests do), so it starts on one node.
+// Aligned to 2 MiB so that slices cut on 2 MiB boundaries never share a transparent huge page.
+constexpr std::size_t huge = std::size_t(2) << 20;
 struct buffer {
   explicit buffer(std::size_t size) : bytes(size) {
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    void* p = mmap(nullptr, size + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
-    data = static_cast<double*>(p);
+    mapping = static_cast<char*>(p);
+    data = reinterpret_cast<double*>((reinterpret_cast<std::uintptr_t>(p) + huge - 1) / huge * huge);
   }
   ~buffer() {
     numaaff::disarm(data, bytes);
-    munmap(data, bytes);
+    munmap(mapping, bytes + huge);
   }
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
   void serial_init() { std::memset(data, 0, bytes); }
   std::size_t count() const { return bytes / sizeof(double); }
+  char* mapping;
   double* data;
   std::size_t bytes;
 };
 
+// Equal slices, cut on 2 MiB boundaries when the slices are that large (else on pages).
 std::vector<region> slices(double* data, std::size_t count, std::size_t parts) {
+  const std::size_t unit = (count * sizeof(double) / parts >= huge ? huge : static_cast<std::size_t>(sysconf(_SC_PAGESIZE))) / sizeof(double);
+  const std::size_t units = (count + unit - 1) / unit;
   std::vector<region> out;
   for (std::size_t k = 0; k < parts; ++k) {
-    const std::size_t b = count * k / parts, e = count * (k + 1) / parts;
+    const std::size_t b = std::min(count, units * k / parts * unit), e = std::min(count, units * (k + 1) / parts * unit);
     out.push_back({data + b, e - b});
   }
   return out;
@@ -188,18 +216,24 @@ std::vector<pass_record> numa02(const std::string& strategy, const settings& s) 
     return run_pool(pool, parts, s.passes);
   }
   buf.serial_init();
-  if (strategy == "next_touch") numaaff::affinity_on_next_touch(buf.data, buf.bytes);
-  return run_threads(slices(buf.data, buf.count(), s.threads), s.passes);
+  // Next-touch moves data to threads, so its threads stay put (bound, spread over the nodes).
+  std::vector<int> cpus;
+  if (strategy == "next_touch") {
+    numaaff::affinity_on_next_touch(buf.data, buf.bytes);
+    cpus = spread_cpus(numaaff::topology::system().nodes(), s.threads);
+  }
+  return run_threads(slices(buf.data, buf.count(), s.threads), s.passes, cpus);
 }
 
 // numa01 in one of its two processes: every thread writes the whole buffer.
 std::vector<pass_record> numa01_process(const std::string& strategy, const settings& s, std::size_t process) {
   buffer buf(s.mib << 20);
+  const auto& nodes = numaaff::topology::system().nodes();
+  const numaaff::node_id home = nodes[process % nodes.size()];
   if (strategy == "pool") {
     // The process's homenode: its pool has workers on that node only; the buffer lives there.
-    const auto& nodes = numaaff::topology::system().nodes();
     numaaff::thread_pool_options o;
-    o.nodes = {nodes[process % nodes.size()]};
+    o.nodes = {home};
     o.threads_per_node = static_cast<int>(s.threads);
     numaaff::thread_pool pool(o);
     numaaff::bind(buf.data, buf.bytes, o.nodes.front());
@@ -207,8 +241,13 @@ std::vector<pass_record> numa01_process(const std::string& strategy, const setti
     return run_pool(pool, std::vector<region>(s.threads, region{buf.data, buf.count()}), s.passes);
   }
   buf.serial_init();
-  if (strategy == "next_touch") numaaff::affinity_on_next_touch(buf.data, buf.bytes);
-  return run_threads(std::vector<region>(s.threads, region{buf.data, buf.count()}), s.passes);
+  // Next-touch: the process's threads are bound to its node and the buffer follows them there.
+  std::vector<int> cpus;
+  if (strategy == "next_touch") {
+    numaaff::affinity_on_next_touch(buf.data, buf.bytes);
+    cpus = spread_cpus({home}, s.threads);
+  }
+  return run_threads(std::vector<region>(s.threads, region{buf.data, buf.count()}), s.passes, cpus);
 }
 
 // numa01: two processes at once; their records are summed pass by pass (shared memory).
@@ -322,11 +361,16 @@ int main(int argc, char** argv) {
         const std::vector<pass_record> r = std::string(t) == "numa01" ? numa01(st, ts) : numa02(st, ts);
         if (!s.csv) std::printf("\n%s, %s (%zu threads%s):\n pass  elapsed(s)  pass(s)  local%%\n", t, st, ts.threads,
                                 std::string(t) == "numa01" ? " per process, 2 processes" : "");
+        double shown = -1;
         for (std::size_t i = 0; i < r.size(); ++i) {
-          if (s.csv)
+          if (s.csv) {
             std::printf("%s,%s,%zu,%.4f,%.4f,%.4f\n", t, st, i + 1, r[i].elapsed_s, r[i].pass_s, share(r[i]));
-          else
-            std::printf("%5zu  %10.3f  %7.3f  %6.1f\n", i + 1, r[i].elapsed_s, r[i].pass_s, 100.0 * share(r[i]));
+            continue;
+          }
+          // The first passes, every change of a point or more, and the last (the CSV has all).
+          if (i >= 3 && i + 1 != r.size() && std::abs(share(r[i]) - shown) < 0.01) continue;
+          shown = share(r[i]);
+          std::printf("%5zu  %10.3f  %7.3f  %6.1f\n", i + 1, r[i].elapsed_s, r[i].pass_s, 100.0 * share(r[i]));
         }
         double last = 0;
         const std::size_t half = r.size() / 2;

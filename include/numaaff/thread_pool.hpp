@@ -1006,9 +1006,11 @@ inline void thread_pool::help_until_done(detail::group_state& g) {
     std::error_code ec;
     const node_id here = current_node(ec);
     ni = ec ? 0 : nearest_pool_node(here);
-    // Its own submissions first (LIFO, as a worker would), if they are this node's work.
+    // Its own submissions (LIFO, as a worker would), if they are work of the node it runs on;
+    // a thread on a node outside the pool, or with work for another node, only waits.
     const detail::external_binding& b = detail::this_external;
-    if (b.pool_id == id_ && b.slot && b.slot->node_index.load(std::memory_order_relaxed) == ni) own = b.slot.get();
+    if (!ec && node_ids_[ni] == here && b.pool_id == id_ && b.slot && b.slot->node_index.load(std::memory_order_relaxed) == ni)
+      own = b.slot.get();
   }
   // thread_pool::wait() and the destructor only sleep: the caller is usually an unbound thread,
   // and running a task there would put it off its node.

@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -148,6 +149,38 @@ TEST(ThreadPoolNuma, ParallelForFirstTouchPutsEachNodesBlockOnThatNode) {
     const auto raw = query_pages(m.p + b.first * ps, (b.last - b.first) * ps);
     EXPECT_EQ(raw.on(b.node), raw.total) << "block of node " << b.node;
   }
+}
+
+TEST(ThreadPoolNuma, ParallelForCalledFromAnotherNodeRunsEveryBlockOnThePoolsNode) {
+  // The caller is an unbound outside thread on node 0, the pool lives on node 1: the caller must
+  // not run the blocks itself (its wait may only help with work of the node it runs on).
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  thread_pool_options o;
+  o.nodes = {nodes[1]};
+  thread_pool pool(o);
+  std::atomic<int> runs{0}, elsewhere{0};
+  std::thread caller([&] {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int c : numaaff_test::sysfs_cpus_of(nodes[0])) CPU_SET(static_cast<std::size_t>(c), &set);
+    ASSERT_EQ(sched_setaffinity(0, sizeof set, &set), 0);
+    numaaff::task_group g(pool);
+    for (int round = 0; round < 50; ++round) {
+      pool.parallel_for(0, 16, [&](std::size_t) {
+        runs.fetch_add(1);
+        if (kernel_node_here() != nodes[1]) elsewhere.fetch_add(1);
+      });
+      g.run([&] {
+        runs.fetch_add(1);
+        if (kernel_node_here() != nodes[1]) elsewhere.fetch_add(1);
+      });
+    }
+    g.wait();
+  });
+  caller.join();
+  EXPECT_EQ(runs.load(), 50 * 17);
+  EXPECT_EQ(elsewhere.load(), 0) << "blocks or group tasks ran on the caller's node";
 }
 
 TEST(ThreadPoolNuma, ExecAndRoundRobinSpreadWorkOverTheNodes) {

@@ -1,0 +1,316 @@
+// amr: an AMR-like solver whose data must follow its owners at every phase change.
+//
+// A 2-D heat equation on a grid of blocks (each two pages-aligned arrays, current and next).
+// A refined region (a disc) moves across the grid; refined blocks cost 4x (the sub-cycling of
+// their finer levels, modelled by repeating their update). Every K steps the blocks are
+// re-partitioned among the threads by weight along the row order, so blocks change owner and
+// often node. Per phase and for each placement strategy the table shows the share of block
+// pages on their owner's node at the phase change (before) and at its end (after), and the
+// phase's time (including the migration calls):
+//   first_touch  pages stay where the first owner touched them
+//   interleave   pages spread over all nodes from the start (mbind interleave)
+//   move_to      the main thread moves the blocks whose owner changed node (numaaff::move_to)
+//   next_touch   the blocks whose owner changed node are armed (affinity_on_next_touch); each
+//                owner touches its blocks first, which moves them to it
+// Runtimes: OpenMP (a team bound by numaaff::openmp) and the numaaff pool, one owner per thread.
+// --csv prints `amr,runtime,strategy,phase,moved,before,after,seconds` rows instead (for
+// benchmarks/plot.sh). --check exits 1 if move_to or next_touch end a phase below 99% local
+// on a multi-node machine.
+// On one node everything is local: run it in the VM, tests/vm/numaaff-vm -- build/.../amr.
+#include "cli.hpp"
+
+#include <numaaff/numaaff.hpp>
+#if defined(_OPENMP)
+#include <numaaff/openmp.hpp>
+#include <omp.h>
+#endif
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using numaaff::node_id;
+
+struct settings {
+  std::size_t blocks = 16;  // per side
+  std::size_t cells = 128;  // per block side
+  std::size_t steps = 10;   // per phase
+  std::size_t phases = 4;
+};
+
+// Runs body(owner) for every owner at once and returns when all are done.
+using team_run = std::function<void(const std::function<void(std::size_t)>&)>;
+
+class grid {
+ public:
+  grid(const settings& s) : s_(s) {
+    const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    array_bytes_ = (s.cells * s.cells * sizeof(double) + ps - 1) / ps * ps;
+    bytes_ = count() * 2 * array_bytes_;
+    void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
+    base_ = static_cast<char*>(p);
+  }
+  ~grid() {
+    numaaff::disarm(base_, bytes_);
+    munmap(base_, bytes_);
+  }
+  grid(const grid&) = delete;
+  grid& operator=(const grid&) = delete;
+
+  std::size_t count() const { return s_.blocks * s_.blocks; }
+  char* block(std::size_t b) const { return base_ + b * 2 * array_bytes_; }
+  std::size_t block_bytes() const { return 2 * array_bytes_; }
+  std::size_t array_bytes() const { return array_bytes_; }
+  char* data() const { return base_; }
+  std::size_t bytes() const { return bytes_; }
+  double* array(std::size_t b, std::size_t which) const { return reinterpret_cast<double*>(block(b) + which * array_bytes_); }
+
+  void init(std::size_t b) {
+    const std::size_t c = s_.cells;
+    for (std::size_t which = 0; which < 2; ++which) {
+      double* a = array(b, which);
+      for (std::size_t i = 0; i < c * c; ++i) a[i] = 0.0;
+    }
+    if (b == count() / 2 + s_.blocks / 2) array(b, 0)[c * c / 2 + c / 2] = 1e6;  // the heat source
+  }
+
+  // One explicit step of block b from array `from` into the other.
+  void update(std::size_t b, std::size_t from) const {
+    const std::size_t c = s_.cells, n = s_.blocks, bx = b % n, by = b / n;
+    const double* u = array(b, from);
+    double* v = array(b, 1 - from);
+    auto at = [&](long x, long y) -> double {  // neighbours' edge cells; 0 outside the domain
+      long cx = static_cast<long>(bx), cy = static_cast<long>(by);
+      const long cl = static_cast<long>(c);
+      if (x < 0) x += cl, --cx;
+      if (x >= cl) x -= cl, ++cx;
+      if (y < 0) y += cl, --cy;
+      if (y >= cl) y -= cl, ++cy;
+      if (cx < 0 || cy < 0 || cx >= static_cast<long>(n) || cy >= static_cast<long>(n)) return 0.0;
+      return array(static_cast<std::size_t>(cy) * n + static_cast<std::size_t>(cx), from)[static_cast<std::size_t>(y) * c + static_cast<std::size_t>(x)];
+    };
+    for (std::size_t y = 0; y < c; ++y) {
+      const bool edge_row = y == 0 || y + 1 == c;
+      for (std::size_t x = 0; x < c; ++x) {
+        const double mid = u[y * c + x];
+        double sum;
+        if (edge_row || x == 0 || x + 1 == c) {
+          const long lx = static_cast<long>(x), ly = static_cast<long>(y);
+          sum = at(lx - 1, ly) + at(lx + 1, ly) + at(lx, ly - 1) + at(lx, ly + 1);
+        } else {
+          sum = u[y * c + x - 1] + u[y * c + x + 1] + u[(y - 1) * c + x] + u[(y + 1) * c + x];
+        }
+        v[y * c + x] = mid + 0.2 * (sum - 4.0 * mid);
+      }
+    }
+  }
+
+ private:
+  settings s_;
+  std::size_t array_bytes_ = 0, bytes_ = 0;
+  char* base_ = nullptr;
+};
+
+// Owner of each block for a phase: blocks in row order cut into `owners` runs of equal weight;
+// blocks inside the refined disc weigh 4.
+std::vector<std::size_t> partition(const settings& s, std::size_t phase, std::size_t owners, std::vector<int>& weight) {
+  const double n = static_cast<double>(s.blocks);
+  const double t = (static_cast<double>(phase) + 0.5) / static_cast<double>(s.phases);
+  const double cx = t * n, cy = t * n, r = n / 4.0;
+  weight.assign(s.blocks * s.blocks, 1);
+  double total = 0;
+  for (std::size_t b = 0; b < weight.size(); ++b) {
+    const double x = static_cast<double>(b % s.blocks) + 0.5, y = static_cast<double>(b / s.blocks) + 0.5;
+    if (std::hypot(x - cx, y - cy) < r) weight[b] = 4;
+    total += weight[b];
+  }
+  std::vector<std::size_t> owner(weight.size());
+  double acc = 0;
+  for (std::size_t b = 0; b < weight.size(); ++b) {
+    owner[b] = std::min(owners - 1, static_cast<std::size_t>((acc + weight[b] / 2.0) / total * static_cast<double>(owners)));
+    acc += weight[b];
+  }
+  return owner;
+}
+
+struct phase_result {
+  std::size_t moved = 0;  // blocks whose owner's node changed
+  double before = 0, after = 0, seconds = 0;
+};
+
+double locality(const grid& g, const std::vector<std::size_t>& owner, const std::vector<node_id>& owner_node) {
+  std::size_t local = 0, resident = 0;
+  for (std::size_t b = 0; b < g.count(); ++b) {
+    const numaaff::placement p = numaaff::where(g.block(b), g.block_bytes());
+    local += p.pages_on(owner_node[owner[b]]);
+    resident += p.resident();
+  }
+  return resident == 0 ? 0.0 : static_cast<double>(local) / static_cast<double>(resident);
+}
+
+std::vector<phase_result> run_strategy(const std::string& strategy, const settings& s, const team_run& team,
+                                       const std::vector<node_id>& owner_node) {
+  const std::size_t owners = owner_node.size();
+  grid g(s);
+  if (strategy == "interleave") {
+    std::vector<node_id> all = numaaff::topology::system().nodes();
+    numaaff::interleave(g.data(), g.bytes(), all);
+  }
+  std::vector<int> weight;
+  std::vector<std::size_t> owner = partition(s, 0, owners, weight);
+  team([&](std::size_t o) {  // first touch by the first owners
+    for (std::size_t b = 0; b < g.count(); ++b)
+      if (owner[b] == o) g.init(b);
+  });
+  std::vector<phase_result> out(s.phases);
+  std::size_t from = 0;
+  for (std::size_t phase = 0; phase < s.phases; ++phase) {
+    phase_result& r = out[phase];
+    const auto t0 = std::chrono::steady_clock::now();
+    if (phase > 0) {
+      std::vector<std::size_t> next = partition(s, phase, owners, weight);
+      std::vector<std::size_t> changed;
+      for (std::size_t b = 0; b < g.count(); ++b)
+        if (owner_node[next[b]] != owner_node[owner[b]]) changed.push_back(b);
+      owner = std::move(next);
+      r.moved = changed.size();
+      r.before = locality(g, owner, owner_node);
+      if (strategy == "move_to") {
+        for (std::size_t b : changed) numaaff::move_to(g.block(b), g.block_bytes(), owner_node[owner[b]]);
+      } else if (strategy == "next_touch") {
+        numaaff::next_touch_options o;
+        o.chunk_bytes = g.array_bytes();  // chunks never straddle blocks of different owners
+        for (std::size_t b : changed) numaaff::affinity_on_next_touch(g.block(b), g.block_bytes(), o);
+        // Owners touch their own blocks before anyone reads a neighbour's edge.
+        team([&](std::size_t o2) {
+          for (std::size_t b = 0; b < g.count(); ++b)
+            if (owner[b] == o2) {
+              g.array(b, 0)[0] += 0.0;
+              g.array(b, 1)[0] += 0.0;
+            }
+        });
+      }
+    } else {
+      r.before = locality(g, owner, owner_node);
+    }
+    for (std::size_t step = 0; step < s.steps; ++step, from = 1 - from) {
+      team([&](std::size_t o) {
+        for (std::size_t b = 0; b < g.count(); ++b)
+          if (owner[b] == o)
+            for (int k = 0; k < weight[b]; ++k) g.update(b, from);
+      });
+    }
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.after = locality(g, owner, owner_node);
+  }
+  return out;
+}
+
+// Runs every strategy on one runtime and prints the table; false if a migrating strategy ended
+// a phase below 99% local.
+bool run_runtime(const std::string& name, const settings& s, const std::string& only, const team_run& team,
+                 const std::vector<node_id>& owner_node, bool csv) {
+  std::vector<std::string> names;
+  std::vector<std::vector<phase_result>> results;
+  for (const char* st : {"first_touch", "interleave", "move_to", "next_touch"}) {
+    if (only != "all" && only != st) continue;
+    names.push_back(st);
+    results.push_back(run_strategy(st, s, team, owner_node));
+  }
+  bool ok = true;
+  if (csv) {
+    for (std::size_t k = 0; k < names.size(); ++k)
+      for (std::size_t p = 0; p < s.phases; ++p) {
+        const phase_result& r = results[k][p];
+        std::printf("amr,%s,%s,%zu,%zu,%.4f,%.4f,%.4f\n", name.c_str(), names[k].c_str(), p, r.moved, r.before, r.after, r.seconds);
+        if ((names[k] == "move_to" || names[k] == "next_touch") && r.after < 0.99) ok = false;
+      }
+    return ok;
+  }
+  std::printf("%s runtime, %zu owner threads; per strategy: local%% at the phase change -> at its end, phase time\n", name.c_str(),
+              owner_node.size());
+  std::printf("phase  moved");
+  for (const auto& n : names) std::printf(" | %-25s", n.c_str());
+  std::printf("\n");
+  for (std::size_t p = 0; p < s.phases; ++p) {
+    std::printf("%5zu  %5zu", p, results.front()[p].moved);
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      const phase_result& r = results[k][p];
+      std::printf(" | %5.1f -> %5.1f %7.1f ms", 100.0 * r.before, 100.0 * r.after, 1e3 * r.seconds);
+      if ((names[k] == "move_to" || names[k] == "next_touch") && r.after < 0.99) ok = false;
+    }
+    std::printf("\n");
+  }
+  std::printf("\n");
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  example_cli::args a(argc, argv,
+                      "[--runtime omp|pool|both] [--strategy first_touch|interleave|move_to|next_touch|all] "
+                      "[--blocks N] [--cells C] [--steps K] [--phases P] [--check] [--csv]");
+  const std::string runtime = a.choice("runtime", "both", {"omp", "pool", "both"});
+  const std::string strategy = a.choice("strategy", "all", {"first_touch", "interleave", "move_to", "next_touch", "all"});
+  settings s;
+  s.blocks = static_cast<std::size_t>(a.integer("blocks", 16, 2, 256));
+  s.cells = static_cast<std::size_t>(a.integer("cells", 128, 8, 4096));
+  s.steps = static_cast<std::size_t>(a.integer("steps", 10, 1, 100000));
+  s.phases = static_cast<std::size_t>(a.integer("phases", 4, 1, 1000));
+  const bool check = a.flag("check");
+  const bool csv = a.flag("csv");
+  a.done();
+  try {
+    const numaaff::capability_report report = numaaff::system_report();
+    const numaaff::topology& topo = numaaff::topology::system();
+    if (!csv)
+      std::printf("amr on %zu node(s), kernel %s: %zux%zu blocks of %zux%zu cells, %zu phases of %zu steps; refined blocks cost 4x%s\n\n",
+                topo.node_count(), report.kernel_release.c_str(), s.blocks, s.blocks, s.cells, s.cells, s.phases, s.steps,
+                report.placement_effective() ? "" : "; one node: everything is local, run it in the NUMA VM");
+    bool ok = true;
+    if (runtime != "omp") {
+      numaaff::thread_pool pool;
+      std::vector<node_id> owner_node(pool.worker_count());
+      const auto blocks = pool.worker_blocks(0, pool.worker_count());
+      for (std::size_t w = 0; w < blocks.size(); ++w)
+        for (std::size_t o = blocks[w].first; o < blocks[w].last; ++o) owner_node[o] = pool.worker_node(w);
+      const team_run team = [&](const std::function<void(std::size_t)>& body) {
+        pool.parallel_for(0, owner_node.size(), [&](std::size_t o) { body(o); });
+      };
+      ok = run_runtime(csv ? "pool" : "numaaff pool", s, strategy, team, owner_node, csv) && ok;
+    }
+    if (runtime != "pool") {
+#if defined(_OPENMP)
+      const numaaff::openmp::team_plan plan = numaaff::openmp::plan_team();
+      numaaff::openmp::bind_team(plan);
+      const team_run team = [&](const std::function<void(std::size_t)>& body) {
+#pragma omp parallel num_threads(plan.size())
+        body(static_cast<std::size_t>(omp_get_thread_num()));
+      };
+      ok = run_runtime(csv ? "omp" : "OpenMP (team bound by numaaff::openmp)", s, strategy, team, plan.node, csv) && ok;
+#else
+      std::printf("OpenMP runtime: not built (no OpenMP compiler support found)\n\n");
+#endif
+    }
+    if (check && report.placement_effective() && !ok) {
+      std::printf("check: move_to or next_touch ended a phase below 99%% local\n");
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "amr: %s\n", e.what());
+    return 1;
+  }
+}
