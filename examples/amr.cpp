@@ -60,6 +60,9 @@ class grid {
     void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
     base_ = static_cast<char*>(p);
+    // Blocks are far smaller than a 2 MiB transparent huge page: one huge page would hold the
+    // blocks of several owners and go wherever the first of them touched it.
+    madvise(base_, bytes_, MADV_NOHUGEPAGE);
   }
   ~grid() {
     numaaff::disarm(base_, bytes_);
