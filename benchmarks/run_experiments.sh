@@ -28,7 +28,7 @@ bn=$build/benchmarks
 
 if [ $smoke = 1 ]; then
     n02=(--mib 8 --passes 3); n01=(--mib 8 --passes 3); amr=(--blocks 4 --cells 32 --steps 2 --phases 2)
-    chunk="--benchmark_filter=bm_next_touch_chunk/16/(32|128)/ --benchmark_min_time=0.01"
+    chunk="--benchmark_filter='bm_next_touch_chunk/16/(32|128)/' --benchmark_min_time=0.01"
 else
     n02=(--mib 64 --passes 150); n01=(--mib 64 --passes 150); amr=(--blocks 16 --cells 64 --steps 5 --phases 6)
     chunk="--benchmark_filter=bm_next_touch_chunk/16/ --benchmark_min_time=0.05 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true"
@@ -41,9 +41,11 @@ keep() { # TAG FILE
 "$vm" --add "$bn/numa01_02" -- numa01_02 --test numa02 --csv "${n02[@]}" | keep numa02 "$out/numa02.csv"
 "$vm" --nodes 2 --cpus-per-node 2 --add "$bn/numa01_02" -- numa01_02 --test numa01 --csv "${n01[@]}" | keep numa01 "$out/numa01.csv"
 "$vm" --add "$ex/amr" -- amr --csv "${amr[@]}" | keep amr "$out/amr.csv"
-# Google Benchmark's CSV: "bm_next_touch_chunk/MiB/pages[_median]",iterations,real_time,...
-"$vm" --add "$bn/bench_next_touch" -- sh -c "bench_next_touch --benchmark_format=csv $chunk 2>/dev/null" |
-    grep -E '^"bm_next_touch_chunk/[0-9]+/[0-9]+(/real_time)?(_median)?"' | grep -v -E '_(mean|stddev|cv)"' |
-    sed -E 's|^"bm_next_touch_chunk/[0-9]+/([0-9]+)[^"]*",[^,]*,([^,]*),.*|\1,\2|' > "$out/next_touch_chunk.csv"
-[ -s "$out/next_touch_chunk.csv" ] || { echo "run_experiments.sh: no chunk-size rows" >&2; exit 1; }
+# Google Benchmark's table: "bm_next_touch_chunk/MiB/pages/real_time[_median]  TIME ms ...".
+"$vm" --add "$bn/bench_next_touch" -- sh -c "bench_next_touch --benchmark_color=false $chunk" >"$out/next_touch_chunk.log" || true
+sed 's/\x1b\[[0-9;]*m//g' "$out/next_touch_chunk.log" |
+    awk '$1 ~ /^bm_next_touch_chunk\/[0-9]+\/[0-9]+\/real_time(_median)?$/ && $3 == "ms" { split($1, f, "/"); print f[3] "," $2 }' \
+    >"$out/next_touch_chunk.csv"
+[ -s "$out/next_touch_chunk.csv" ] || { echo "run_experiments.sh: no chunk-size rows in $out/next_touch_chunk.log" >&2; exit 1; }
+rm -f "$out/next_touch_chunk.log"
 "$root/benchmarks/plot.sh" "$out"

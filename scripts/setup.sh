@@ -14,6 +14,8 @@ packages=(
     libomp-dev
     # the emulated NUMA VM (tests/vm): qemu, a static busybox, kernel unpacking
     qemu-system-x86 busybox-static lz4 zstd xz-utils binutils apt-utils
+    # the plots of benchmarks/README.md (benchmarks/plot.sh)
+    gnuplot-nox
 )
 
 missing=()

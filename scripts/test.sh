@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # test.sh: install what is missing, build numaaff in every supported configuration and run the
 # whole test suite: host layer (g++ C++17, clang++ C++20, g++ C++20, clang++ C++17, and
-# ASan+UBSan), then the multi-node layer inside the emulated NUMA VM on kernels 6.1 and 6.12.
+# ASan+UBSan; every example and experiment program with tiny sizes), the benchmarks and the
+# experiments' CSV-to-plot chain, then the multi-node layer inside the emulated NUMA VM on
+# kernels 6.1 and 6.12 (which also runs numa_test, amr and numa01_02 and checks their goals).
 # This is what CI runs (.ci/run).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -59,6 +61,9 @@ smoke=(--benchmark_min_time=0.01 --benchmark_color=false)
 "$bench/bench_thread_pool" "${smoke[@]}" >/dev/null
 "$root/tests/vm/numaaff-vm" --add "$bench/bench_memory" --add "$bench/bench_next_touch" --add "$bench/bench_thread_pool" -- sh -c \
     "bench_memory ${smoke[*]} --benchmark_filter='move.*/4096/' >/dev/null && bench_next_touch ${smoke[*]} --benchmark_filter='/1/' >/dev/null && bench_thread_pool ${smoke[*]} --benchmark_filter='fork_join|fib' >/dev/null && echo 'benchmarks ran in the 4-node VM'"
+
+echo "==== experiments: numa01/numa02, AMR and the chunk sweep in the VM, CSV to plots (tiny sizes) ===="
+NUMAAFF_BUILD_DIR=$b/gcc-17 "$root/benchmarks/run_experiments.sh" --smoke "$b/experiments-smoke"
 
 echo "==== multi-node layer in the emulated NUMA VM (kernels 6.1 and 6.12) ===="
 (cd "$b/gcc-17" && ctest -L vm --output-on-failure)
