@@ -334,8 +334,9 @@ class thread_pool {
    * to the node's workers, and each node block into one block per worker (OpenMP
    * schedule(static) order, so data first touched by the same partition stays local); `grain`
    * > 0 cuts blocks further to at most `grain` indices. Blocks are tasks with their node as
-   * homenode (stealable after the delay). The caller helps run them and blocks until all are
-   * done; the first exception is rethrown.
+   * homenode (stealable after the delay). The caller blocks until all are done (a worker
+   * helps run them meanwhile; an outside thread only on a one-node machine, see task_group);
+   * the first exception is rethrown.
    */
   template <class F>
   void parallel_for(std::size_t first, std::size_t last, F&& f, std::size_t grain = 0);
@@ -451,8 +452,9 @@ class thread_pool {
 /**
  * Fork-join on a thread_pool: run() tasks, then wait() for all of them. The waiting thread
  * helps: a worker runs tasks of its node (its own deque first) until the group is done, so
- * nested groups inside tasks do not deadlock and do not need spare threads; an outside thread
- * runs only the tasks it submitted itself, then sleeps.
+ * nested groups inside tasks do not deadlock and do not need spare threads. An outside thread
+ * is not pinned, so on a machine with several nodes it only sleeps (a task it ran could move
+ * off its homenode with it); on one node it runs the tasks it submitted itself.
  * Thread safety: run() from any thread; one thread waits. The destructor waits (and drops the
  * exception, if any): call wait() to see it.
  */
@@ -1006,10 +1008,13 @@ inline void thread_pool::help_until_done(detail::group_state& g) {
     std::error_code ec;
     const node_id here = current_node(ec);
     ni = ec ? 0 : nearest_pool_node(here);
-    // Its own submissions (LIFO, as a worker would), if they are work of the node it runs on;
-    // a thread on a node outside the pool, or with work for another node, only waits.
+    // An outside thread is not pinned: a task it ran could move off its homenode with it, in
+    // the middle of a first touch. So it helps only where no other node exists to move to (a
+    // one-node pool on the node it runs on), with its own submissions (LIFO, as a worker
+    // would); otherwise it only waits.
     const detail::external_binding& b = detail::this_external;
-    if (!ec && node_ids_[ni] == here && b.pool_id == id_ && b.slot && b.slot->node_index.load(std::memory_order_relaxed) == ni)
+    if (!ec && nodes_.size() == 1 && detail::kernel_nodes().size() == 1 && node_ids_[ni] == here && b.pool_id == id_ &&
+        b.slot && b.slot->node_index.load(std::memory_order_relaxed) == ni)
       own = b.slot.get();
   }
   // thread_pool::wait() and the destructor only sleep: the caller is usually an unbound thread,
