@@ -333,9 +333,9 @@ int main(int argc, char** argv) {
   const std::string test = a.choice("test", "both", {"numa01", "numa02", "both"});
   const std::string strategy = a.choice("strategy", "all", {"first_touch", "numa_balancing", "next_touch", "pool", "all"});
   settings s;
-  s.mib = static_cast<std::size_t>(a.integer("mib", 128, 1, 65536));
-  s.threads = static_cast<std::size_t>(a.integer("threads", 0, 0, 1024));
-  s.passes = static_cast<std::size_t>(a.integer("passes", 30, 1, 100000));
+  s.mib = a.size("mib", 128, 1, 65536);
+  s.threads = a.size("threads", 0, 0, 1024);
+  s.passes = a.size("passes", 30, 1, 100000);
   s.csv = a.flag("csv");
   a.done();
   try {

@@ -268,10 +268,10 @@ int main(int argc, char** argv) {
   const std::string runtime = a.choice("runtime", "both", {"omp", "pool", "both"});
   const std::string strategy = a.choice("strategy", "all", {"first_touch", "interleave", "move_to", "next_touch", "all"});
   settings s;
-  s.blocks = static_cast<std::size_t>(a.integer("blocks", 16, 2, 256));
-  s.cells = static_cast<std::size_t>(a.integer("cells", 128, 8, 4096));
-  s.steps = static_cast<std::size_t>(a.integer("steps", 10, 1, 100000));
-  s.phases = static_cast<std::size_t>(a.integer("phases", 4, 1, 1000));
+  s.blocks = a.size("blocks", 16, 2, 256);
+  s.cells = a.size("cells", 128, 8, 4096);
+  s.steps = a.size("steps", 10, 1, 100000);
+  s.phases = a.size("phases", 4, 1, 1000);
   const bool check = a.flag("check");
   const bool csv = a.flag("csv");
   a.done();

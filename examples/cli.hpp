@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstddef>
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
@@ -51,6 +52,11 @@ class args {
     if (v.empty() || *end != '\0' || errno != 0 || n < lo || n > hi)
       fail("--" + std::string(name) + " takes an integer in " + std::to_string(lo) + ".." + std::to_string(hi) + ", not '" + v + "'");
     return n;
+  }
+
+  /// `--name N` as a size or count (lo >= 0).
+  std::size_t size(const char* name, long fallback, long lo, long hi) {
+    return static_cast<std::size_t>(integer(name, fallback, lo, hi));
   }
 
   /// `--name WORD` with WORD one of `allowed`, or `fallback`.

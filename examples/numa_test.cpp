@@ -229,9 +229,9 @@ int main(int argc, char** argv) {
                       "[--disturb GROUPS] [--delay-ms D] [--check]");
   const std::string mode = a.choice("mode", "all", {"thread", "exec", "fork", "all"});
   settings s;
-  s.jobs_per_node = static_cast<std::size_t>(a.integer("jobs-per-node", 8, 1, 64));
-  s.mib = static_cast<std::size_t>(a.integer("mib", 16, 1, 4096));
-  s.passes = static_cast<std::size_t>(a.integer("passes", 4, 1, 1000));
+  s.jobs_per_node = a.size("jobs-per-node", 8, 1, 64);
+  s.mib = a.size("mib", 16, 1, 4096);
+  s.passes = a.size("passes", 4, 1, 1000);
   const long groups = a.integer("disturb", -1, 0, 64);
   s.delay_ms = static_cast<int>(a.integer("delay-ms", 100, 0, 60000));
   const bool check = a.flag("check");
