@@ -401,13 +401,12 @@ class thread_pool {
   void enqueue(detail::pool_task* t);
   void push_to_queue(detail::pool_node& n, detail::pool_task* t);
   void wake_for(std::size_t node_index, bool bound) noexcept;
-  /// The next task for a thread of node `node_index`: a worker (`self`) or an outside helper
-  /// (`own`: its slot, if any). Sets `deadline` to when a remote node's delay expires.
-  detail::pool_task* find_task(std::size_t node_index, detail::pool_worker* self, detail::external_slot* own,
-                               std::uint64_t idle_since, std::uint64_t& deadline);
+  /// The next task for worker `self`. Sets `deadline` to when a remote node's delay expires.
+  detail::pool_task* find_task(detail::pool_worker& self, std::uint64_t idle_since, std::uint64_t& deadline);
   /// The calling outside thread's slot, claimed on first use, if it holds node `ni`'s work.
   detail::external_slot* own_slot(std::size_t ni) noexcept;
-  detail::pool_task* steal_from(std::size_t ni, const detail::pool_worker* self, const detail::external_slot* own);
+  /// A task stolen from node `ni`'s workers (other than `self`) or outside slots.
+  detail::pool_task* steal_from(std::size_t ni, const detail::pool_worker* self);
   bool has_stealable(std::size_t ni) const noexcept;
   /// Some worker of node `ni` is spinning or asleep, i.e. free to take that node's work.
   bool has_idle_workers(std::size_t ni) const noexcept;
@@ -837,8 +836,7 @@ inline bool thread_pool::has_stealable(std::size_t ni) const noexcept {
   return false;
 }
 
-inline detail::pool_task* thread_pool::steal_from(std::size_t ni, const detail::pool_worker* self,
-                                                  const detail::external_slot* own) {
+inline detail::pool_task* thread_pool::steal_from(std::size_t ni, const detail::pool_worker* self) {
   const detail::pool_node& n = *nodes_[ni];
   const std::size_t count = n.workers.size();
   const std::size_t start = self != nullptr ? self->index : 0;
@@ -848,7 +846,7 @@ inline detail::pool_task* thread_pool::steal_from(std::size_t ni, const detail::
     if (detail::pool_task* t = s->deque.steal()) return t;
   }
   for (const auto& s : slots_) {
-    if (s.get() == own || s->node_index.load(std::memory_order_relaxed) != ni) continue;
+    if (s->node_index.load(std::memory_order_relaxed) != ni) continue;
     if (detail::pool_task* t = s->deque.steal()) {
       if (t->home == n.node) return t;
       // The slot changed nodes between the check and the steal: the task goes home instead.
@@ -860,18 +858,13 @@ inline detail::pool_task* thread_pool::steal_from(std::size_t ni, const detail::
 }
 
 
-inline detail::pool_task* thread_pool::find_task(std::size_t ni, detail::pool_worker* self, detail::external_slot* own,
-                                                 std::uint64_t idle_since, std::uint64_t& deadline) {
-  detail::pool_node& n = *nodes_[ni];
+inline detail::pool_task* thread_pool::find_task(detail::pool_worker& self, std::uint64_t idle_since, std::uint64_t& deadline) {
+  detail::pool_node& n = *nodes_[self.node_index];
   detail::pool_task* t = nullptr;
-  if (self != nullptr && (t = self->deque.pop()) != nullptr) return t;
-  // An outside thread waiting for a group runs only what it submitted itself: it is unbound,
-  // so anything else (another submitter's long task, say) would run off its homenode and hold
-  // up the waiter's own return.
-  if (self == nullptr) return own != nullptr ? own->deque.pop() : nullptr;
-  if ((t = take_from_queues(n, true, self)) != nullptr) return t;
-  if ((t = steal_from(ni, self, own)) != nullptr) {
-    if (self != nullptr) self->stolen_local.store(self->stolen_local.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if ((t = self.deque.pop()) != nullptr) return t;
+  if ((t = take_from_queues(n, true, &self)) != nullptr) return t;
+  if ((t = steal_from(self.node_index, &self)) != nullptr) {
+    self.stolen_local.store(self.stolen_local.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return t;
   }
   if (options_.steal == steal_mode::local_only) return nullptr;
@@ -894,9 +887,9 @@ inline detail::pool_task* thread_pool::find_task(std::size_t ni, detail::pool_wo
       }
     }
     t = take_from_queues(*nodes_[ri], false, nullptr);
-    if (t == nullptr) t = steal_from(ri, self, own);
+    if (t == nullptr) t = steal_from(ri, &self);
     if (t != nullptr) {
-      if (self != nullptr) self->stolen_remote.store(self->stolen_remote.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      self.stolen_remote.store(self.stolen_remote.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       return t;
     }
   }
@@ -953,14 +946,14 @@ inline void thread_pool::worker_main(detail::pool_worker& w) {
   for (;;) {
     std::uint64_t deadline = UINT64_MAX;
     // The idle clock starts when the first look finds nothing (0: not idle yet).
-    detail::pool_task* t = find_task(w.node_index, &w, nullptr, 0, deadline);
+    detail::pool_task* t = find_task(w, 0, deadline);
     std::uint64_t idle_since = t == nullptr ? detail::monotonic_ns() : 0;
     if (t == nullptr) {
       // Idle: spin (announced, so submitters skip the wake-up), then sleep.
       n.spinning.fetch_add(1, std::memory_order_seq_cst);
       for (unsigned round = 1;; ++round) {
         deadline = UINT64_MAX;
-        if ((t = find_task(w.node_index, &w, nullptr, idle_since, deadline)) != nullptr) break;
+        if ((t = find_task(w, idle_since, deadline)) != nullptr) break;
         if (round % 32 == 0) {
           if (stop_.load(std::memory_order_acquire) || detail::monotonic_ns() - idle_since >= spin_ns) break;
           std::this_thread::yield();
@@ -975,7 +968,7 @@ inline void thread_pool::worker_main(detail::pool_worker& w) {
       while (t == nullptr) {
         const std::uint32_t key = n.sleep.prepare_wait();
         deadline = UINT64_MAX;
-        if ((t = find_task(w.node_index, &w, nullptr, idle_since, deadline)) != nullptr) {
+        if ((t = find_task(w, idle_since, deadline)) != nullptr) {
           n.sleep.cancel_wait();
           break;
         }
@@ -1000,33 +993,28 @@ inline void thread_pool::worker_main(detail::pool_worker& w) {
 inline void thread_pool::help_until_done(detail::group_state& g) {
   if (outstanding(g) == 0) return;
   detail::pool_worker* self = is_own_worker() ? detail::this_worker.self : nullptr;
-  std::size_t ni = 0;
   detail::external_slot* own = nullptr;
-  if (self != nullptr) {
-    ni = self->node_index;
-  } else {
-    std::error_code ec;
-    const node_id here = current_node(ec);
-    ni = ec ? 0 : nearest_pool_node(here);
+  if (self == nullptr && nodes_.size() == 1 && detail::kernel_nodes().size() == 1) {
     // An outside thread is not pinned: a task it ran could move off its homenode with it, in
     // the middle of a first touch. So it helps only where no other node exists to move to (a
     // one-node pool on the node it runs on), with its own submissions (LIFO, as a worker
     // would); otherwise it only waits.
+    std::error_code ec;
+    const node_id here = current_node(ec);
     const detail::external_binding& b = detail::this_external;
-    if (!ec && nodes_.size() == 1 && detail::kernel_nodes().size() == 1 && node_ids_[ni] == here && b.pool_id == id_ &&
-        b.slot && b.slot->node_index.load(std::memory_order_relaxed) == ni)
+    if (!ec && node_ids_.front() == here && b.pool_id == id_ && b.slot && b.slot->node_index.load(std::memory_order_relaxed) == 0)
       own = b.slot.get();
   }
   // thread_pool::wait() and the destructor only sleep: the caller is usually an unbound thread,
   // and running a task there would put it off its node.
-  const bool can_help = &g != &all_;
+  const bool can_help = &g != &all_ && (self != nullptr || own != nullptr);
   std::uint64_t idle_since = detail::monotonic_ns();  // spin and remote-steal clocks (0: just ran a task)
   const auto spin_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.spin).count());
   std::uint64_t sleep_ns = 50000;
   for (unsigned round = 0; outstanding(g) != 0; ++round) {
     std::uint64_t deadline = UINT64_MAX;
     if (can_help) {
-      if (detail::pool_task* t = find_task(ni, self, own, idle_since, deadline)) {
+      if (detail::pool_task* t = self != nullptr ? find_task(*self, idle_since, deadline) : own->deque.pop()) {
         run_task(t, self);
         idle_since = 0;
         sleep_ns = 50000;
@@ -1068,7 +1056,7 @@ inline std::size_t thread_pool::cancel() {
     detail::pool_node& n = *np;
     for (;;) {
       detail::pool_task* t = take_from_queues(n, true, nullptr);
-      if (t == nullptr) t = steal_from(static_cast<std::size_t>(&np - nodes_.data()), nullptr, nullptr);
+      if (t == nullptr) t = steal_from(static_cast<std::size_t>(&np - nodes_.data()), nullptr);
       if (t == nullptr) break;
       detail::group_state* g = t->group;
       delete t;
