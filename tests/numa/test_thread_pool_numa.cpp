@@ -151,6 +151,25 @@ TEST(ThreadPoolNuma, ParallelForFirstTouchPutsEachNodesBlockOnThatNode) {
   }
 }
 
+TEST(ThreadPoolNuma, BackToBackParallelForsWithDefaultStealingRunEveryBlockOnItsNode) {
+  // Default options: remote steals allowed after the delay. With one block per worker no node is
+  // ever short of workers, so no block may leave its node, however late its worker comes back
+  // from the previous round (a worker between two tasks is not a busy node: CI saw an AMR block
+  // first touched on the wrong node after a remote thief took it in that window).
+  NUMAAFF_REQUIRE_NODES(2);
+  thread_pool pool(thread_pool_options::from_environment());
+  const auto blocks = pool.worker_blocks(0, pool.worker_count());
+  std::atomic<int> runs{0}, elsewhere{0};
+  const int rounds = 400;
+  for (int round = 0; round < rounds; ++round)
+    pool.parallel_for(0, pool.worker_count(), [&](std::size_t i) {
+      runs.fetch_add(1);
+      if (kernel_node_here() != blocks[i].node) elsewhere.fetch_add(1);
+    });
+  EXPECT_EQ(runs.load(), rounds * static_cast<int>(pool.worker_count()));
+  EXPECT_EQ(elsewhere.load(), 0) << "blocks ran off their node; pool stats: " << pool.stats().stolen_remote << " remote steals";
+}
+
 TEST(ThreadPoolNuma, ParallelForCalledFromAnotherNodeRunsEveryBlockOnThePoolsNode) {
   // The caller is an unbound outside thread on node 0, the pool lives on node 1: the caller must
   // not run the blocks itself (its wait may only help with work of the node it runs on).
