@@ -22,11 +22,13 @@
  *     delay(from, to) = steal_delay * (distance(from, to) - 10) / 10
  *
  * (with the default 50 us and a 10/20 matrix, 50 us; with 10/100, 450 us), and only while that
- * node has no idle worker of its own that would take the work itself. A stolen task keeps
- * its homenode, so its memory and, under `fork`, its children go home. A worker that finds
- * nothing spins for `spin` and then sleeps on a futex: an idle pool uses no CPU. Submitting wakes
- * a sleeping worker of the task's node, or, if that node has none, the nearest node's, which
- * then waits out its delay before stealing.
+ * node has no worker of its own outside a task (one that is searching, asleep or between two
+ * tasks would take the work itself: remote nodes take only what the home node cannot start
+ * now, so a parallel_for's blocks stay on their nodes when no node is short of workers). A
+ * stolen task keeps its homenode, so its memory and, under `fork`, its children go home. A
+ * worker that finds nothing spins for `spin` and then sleeps on a futex: an idle pool uses no
+ * CPU. Submitting wakes a sleeping worker of the task's node, or, if that node has none, the
+ * nearest node's, which then waits out its delay before stealing.
  *
  * Lifetime. A task's exception reaches its future (submit), its task_group (wait() rethrows the
  * first) or, for post(), the pool (wait() rethrows the first); a worker never dies. The
@@ -334,7 +336,8 @@ class thread_pool {
    * to the node's workers, and each node block into one block per worker (OpenMP
    * schedule(static) order, so data first touched by the same partition stays local); `grain`
    * > 0 cuts blocks further to at most `grain` indices. Blocks are tasks with their node as
-   * homenode (stealable after the delay). The caller blocks until all are done (a worker
+   * homenode (stealable after the delay, and only while every worker of their node is running a
+   * task). The caller blocks until all are done (a worker
    * helps run them meanwhile; an outside thread only on a one-node machine, see task_group);
    * the first exception is rethrown.
    */
