@@ -337,9 +337,8 @@ class thread_pool {
    * schedule(static) order, so data first touched by the same partition stays local); `grain`
    * > 0 cuts blocks further to at most `grain` indices. Blocks are tasks with their node as
    * homenode (stealable after the delay, and only while every worker of their node is running a
-   * task). The caller blocks until all are done (a worker
-   * helps run them meanwhile; an outside thread only on a one-node machine, see task_group);
-   * the first exception is rethrown.
+   * task). The caller blocks until all are done (a worker helps run them meanwhile; an outside
+   * thread only on a one-node machine, see task_group); the first exception is rethrown.
    */
   template <class F>
   void parallel_for(std::size_t first, std::size_t last, F&& f, std::size_t grain = 0);
