@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -351,6 +352,48 @@ TEST(NextTouch, AdaptiveGranularityClaimsRunsForSequentialTouches) {
   const std::size_t chunks = r.bytes / (16 * ps);
   EXPECT_EQ(s.chunks_migrated, chunks);
   EXPECT_LT(s.faults * 8, chunks) << "the claim did not grow";
+}
+
+TEST(NextTouch, TouchNowMakesAnArmedBufferReadyForADatagram) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_DGRAM, 0, fds), 0);
+  region r(64 * ps);
+  char datagram[3000];
+  for (std::size_t i = 0; i < sizeof datagram; ++i) datagram[i] = static_cast<char>(i * 7);
+  numaaff::next_touch_options o;
+  o.chunk_bytes = 4 * ps;
+
+  // Why the call exists: the kernel does not trap on armed memory, so the datagram is
+  // consumed by a receive that fails with EFAULT, and is gone.
+  numaaff::affinity_on_next_touch(r.p, r.bytes, o);
+  ASSERT_EQ(send(fds[0], datagram, sizeof datagram, 0), static_cast<ssize_t>(sizeof datagram));
+  errno = 0;
+  EXPECT_EQ(recv(fds[1], r.p + ps, sizeof datagram, MSG_DONTWAIT), -1);
+  EXPECT_EQ(errno, EFAULT);
+  EXPECT_EQ(recv(fds[1], datagram, sizeof datagram, MSG_DONTWAIT), -1);  // lost
+  numaaff::disarm(r.p, r.bytes);
+
+  // With touch_now first, it arrives intact; only the chunks the buffer overlaps are opened,
+  // and they were migrated (moved or, never written, placed by the receive itself).
+  numaaff::affinity_on_next_touch(r.p, r.bytes, o);
+  numaaff::reset_next_touch_stats();
+  ASSERT_EQ(send(fds[0], datagram, sizeof datagram, 0), static_cast<ssize_t>(sizeof datagram));
+  numaaff::touch_now(r.p + ps, sizeof datagram);
+  EXPECT_FALSE(numaaff::is_armed(r.p + ps, sizeof datagram));
+  EXPECT_TRUE(numaaff::is_armed(r.p + 4 * ps, ps));  // the next chunk is still armed
+  ASSERT_EQ(recv(fds[1], r.p + ps, sizeof datagram, MSG_DONTWAIT), static_cast<ssize_t>(sizeof datagram));
+  EXPECT_EQ(std::memcmp(r.p + ps, datagram, sizeof datagram), 0);
+  const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
+  EXPECT_EQ(s.chunks_migrated, 1u);
+  EXPECT_EQ(s.faults, 0u);
+  EXPECT_EQ(s.pages_moved + s.pages_unpopulated, 4u);
+
+  numaaff::touch_now(r.p, r.bytes);  // the rest; a range that is not armed is a no-op
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
+  numaaff::touch_now(r.p, r.bytes);
+  EXPECT_THROW(numaaff::touch_now(nullptr, 1), std::invalid_argument);
+  close(fds[0]);
+  close(fds[1]);
 }
 
 TEST(NextTouch, CallerErrors) {

@@ -20,22 +20,45 @@
  * What to know:
  * - The range must be ordinary read-write memory; opened chunks are made read-write. The
  *   whole page-rounded range is covered (see memory.hpp for the rounding rule).
- * - A system call that reads or writes an armed chunk (read(2) into it, say) fails with EFAULT
- *   instead of trapping: touch the data from user code first, or disarm it.
+ * - **System calls.** The kernel does not trap on an armed chunk: a system call that reads or
+ *   writes one fails with EFAULT. Stream sockets and pipes keep their data then, but a
+ *   datagram (UDP, AF_UNIX SOCK_DGRAM) received into an armed buffer is consumed and lost,
+ *   and libraries that read into buffers behind your back (MPI's single-copy transports) see
+ *   errors. Rule: call `touch_now(buffer)` before handing armed memory to the kernel or to
+ *   such a library; it opens and migrates the armed chunks to the caller's node, as its
+ *   next touch would.
+ * - **Threads that block SIGSEGV** (the sigwait pattern: a thread that blocks every signal
+ *   and waits for them) die on an armed touch: the kernel cannot deliver the fault to them
+ *   and kills the process, and no user-space code can prevent it. Such a thread must not be
+ *   the first to touch armed memory: `touch_now` or `disarm` what it uses, or touch it from
+ *   another thread first.
+ * - The handler owns only protection faults on chunks that are armed and not yet opened,
+ *   whose mapping is still the one that was armed. Any other SIGSEGV goes to the handler
+ *   installed before numaaff's, exactly as the kernel would have delivered it (its sa_mask,
+ *   SA_NODEFER, SA_RESETHAND and SA_SIGINFO honoured; SIG_IGN and SIG_DFL kill), so real
+ *   crashes still crash. A handler installed after numaaff's must chain to it, as numaaff
+ *   chains to others. A fault that could be stale (its chunk was opened by another thread
+ *   after it trapped) is retried once: a foreign fault reaches the previous handler at the
+ *   latest on its second occurrence.
+ * - Changing armed memory yourself gives it back to you: after mprotect or munmap, numaaff
+ *   never opens those chunks (a fault there is yours, counted in `chunks_released`). Memory
+ *   freed through numaaff's allocators is disarmed first; disarm memory you unmap yourself.
+ *   numaaff notices an unmapped chunk when it has a hole or a readable first or last page,
+ *   but a new PROT_NONE mapping that exactly covers an armed chunk (a guard page as large
+ *   as the chunk) cannot be told from it.
  * - Pages never touched before arming have nothing to move: they are placed at their first
  *   touch, which is the toucher's node anyway. Pages shared with a forked child cannot be
  *   migrated (counted as failed) but are opened like the rest.
  * - If migration fails (node full, EPERM in a container), the chunk is opened all the same:
  *   data never becomes unreachable; the failure is counted in next_touch_stats().
- * - The handler owns only protection faults inside armed ranges. Any other SIGSEGV goes to the
- *   handler installed before numaaff's, or to the default action, so real crashes still crash.
- *   A handler installed after numaaff's must chain to it, as numaaff chains to others.
- * - Memory freed through numaaff's allocators is disarmed first. Disarm memory you unmap
- *   yourself, or a later mapping at the same address could be treated as armed.
  * - Transparent huge pages migrate whole: when one 2 MiB page holds the parts of several
  *   owners, the last of them to touch it takes all of it. For ownership finer than 2 MiB,
  *   disable THP for the range (`madvise(MADV_NOHUGEPAGE)`) before its first touch.
- * - fork(): the child inherits armed ranges and handles its own first touches.
+ * - fork(): the child inherits armed ranges and handles its own first touches; arming,
+ *   disarming and freeing in other threads never leave the child a locked or half-done
+ *   registry.
+ * - Signal stack: the handler needs under 2 KiB of stack of its own, so it also runs on an
+ *   8 KiB alternate signal stack (SIGSTKSZ) installed by the application or a runtime.
  * - One node: the whole path runs (trap, open, migrate to node 0); pages stay where they are.
  *
  * @code{.cpp}
@@ -105,6 +128,25 @@ void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_opti
 void disarm(void* addr, std::size_t bytes);
 void disarm(void* addr, std::size_t bytes, std::error_code& ec) noexcept;
 
+/**
+ * Makes the range ready for the kernel now: opens every still-armed chunk overlapping it and
+ * migrates it to the calling thread's node (or homenode, as the range's options say), exactly
+ * as the caller's next touch would, and waits for chunks other threads are opening. Call it
+ * before a system call or a library reads or writes armed memory (recv, read, an MPI
+ * receive): see "System calls" in the file comment.
+ *
+ * Thread-safe; blocks on other arm/disarm/touch_now calls and on chunks being opened; no
+ * allocation. A range that is not armed is a no-op. One node: opens, pages stay.
+ * @code{.cpp}
+ * numaaff::touch_now(buffer, sizeof buffer);   // armed at the last phase change
+ * recv(fd, buffer, sizeof buffer, 0);          // a datagram is never lost to EFAULT
+ * @endcode
+ * @throws std::invalid_argument for a null/wrapping range.
+ * @throws std::system_error "mprotect" if the chunks cannot be opened (ENOMEM).
+ */
+void touch_now(void* addr, std::size_t bytes);
+void touch_now(void* addr, std::size_t bytes, std::error_code& ec) noexcept;
+
 /// True if some chunk overlapping the range is still armed. Thread-safe, lock-free.
 bool is_armed(const void* addr, std::size_t bytes) noexcept;
 
@@ -117,6 +159,8 @@ struct next_touch_statistics {
   std::uint64_t pages_unpopulated = 0;  ///< never-touched pages found in migrated chunks
   std::uint64_t widenings = 0;          ///< chunks widened because mprotect ran out of mappings
   std::uint64_t waits = 0;              ///< times a thread slept while another opened its chunk
+  std::uint64_t chunks_released = 0;    ///< armed chunks the application unmapped or re-protected,
+                                        ///< left to it untouched
   std::chrono::nanoseconds handler_time{0};  ///< total time spent in the handler
 };
 
@@ -219,6 +263,23 @@ inline void disarm(void* addr, std::size_t bytes) {
   disarm(addr, bytes, ec);
 }
 
+inline void touch_now(void* addr, std::size_t bytes, std::error_code& ec) noexcept {
+  ec.clear();
+  detail::page_span span;
+  if (!detail::make_span(addr, bytes, span)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return;
+  }
+  if (span.pages != 0) detail::touch_range(span.first, span.first + span.bytes(), ec);
+}
+
+inline void touch_now(void* addr, std::size_t bytes) {
+  detail::require_range("touch_now", addr, bytes);
+  std::error_code ec;
+  touch_now(addr, bytes, ec);
+  if (ec) detail::throw_system_error(ec, "mprotect");
+}
+
 inline bool is_armed(const void* addr, std::size_t bytes) noexcept {
   detail::page_span span;
   if (!detail::make_span(addr, bytes, span) || span.pages == 0) return false;
@@ -235,6 +296,7 @@ inline next_touch_statistics next_touch_stats() noexcept {
   s.pages_unpopulated = c.pages_unpopulated.load(std::memory_order_relaxed);
   s.widenings = c.widened.load(std::memory_order_relaxed);
   s.waits = c.waits.load(std::memory_order_relaxed);
+  s.chunks_released = c.released.load(std::memory_order_relaxed);
   s.handler_time = std::chrono::nanoseconds(c.handler_ns.load(std::memory_order_relaxed));
   return s;
 }
@@ -242,7 +304,7 @@ inline next_touch_statistics next_touch_stats() noexcept {
 inline void reset_next_touch_stats() noexcept {
   detail::next_touch_counters& c = detail::nt_counters;
   for (auto* a : {&c.faults, &c.chunks, &c.pages_moved, &c.pages_failed, &c.pages_unpopulated, &c.widened, &c.waits,
-                  &c.handler_ns})
+                  &c.handler_ns, &c.released})
     a->store(0, std::memory_order_relaxed);
 }
 

@@ -15,6 +15,8 @@
 #include "page.hpp"
 #include "throw.hpp"
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -170,16 +172,41 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
 
 // ---- small blocks -----------------------------------------------------------------------
 
+/// Every node's arena, created on first use. fork(): every lock is taken around fork
+/// (pthread_atfork, as malloc does), so a child forked while another thread allocates or
+/// frees never inherits a list locked by a thread it does not have.
+struct arena_table {
+  std::atomic<node_arena*> arenas[max_nodes] = {};
+  std::mutex create;
+
+  arena_table() { ::pthread_atfork([] { instance().lock_all(); }, [] { instance().unlock_all(); }, [] { instance().unlock_all(); }); }
+  static arena_table& instance() {
+    static arena_table table;
+    return table;
+  }
+  void lock_all() {
+    create.lock();
+    for (auto& a : arenas)
+      if (node_arena* p = a.load(std::memory_order_acquire))
+        for (central_list& l : p->lists) l.lock.lock();
+  }
+  void unlock_all() {
+    for (auto& a : arenas)
+      if (node_arena* p = a.load(std::memory_order_acquire))
+        for (central_list& l : p->lists) l.lock.unlock();
+    create.unlock();
+  }
+};
+
 inline node_arena& arena_of(int node) {
-  static std::atomic<node_arena*> arenas[max_nodes] = {};
-  static std::mutex create;
-  node_arena* a = arenas[node].load(std::memory_order_acquire);
+  arena_table& t = arena_table::instance();
+  node_arena* a = t.arenas[node].load(std::memory_order_acquire);
   if (a != nullptr) return *a;
-  std::lock_guard<std::mutex> guard(create);
-  a = arenas[node].load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> guard(t.create);
+  a = t.arenas[node].load(std::memory_order_relaxed);
   if (a == nullptr) {
     a = new node_arena();  // lives for the process: blocks may be freed until exit
-    arenas[node].store(a, std::memory_order_release);
+    t.arenas[node].store(a, std::memory_order_release);
   }
   return *a;
 }

@@ -1,13 +1,18 @@
-// Arming and disarming next-touch ranges (never called from the signal handler). Arm and disarm
-// serialise on one mutex; the handler never takes it. A range whose chunks have all been
-// touched stays registered until the next arm/disarm call sweeps it, because freeing its chunk
-// words needs to wait for handlers still inside it, which a handler cannot do.
+// Arming and disarming next-touch ranges (never called from the signal handler). Arm, disarm
+// and touch_now serialise on one mutex; the handler never takes it. A range whose chunks have
+// all been touched stays registered until the next arm/disarm call sweeps it, because freeing
+// its chunk words needs to wait for handlers still inside it, which a handler cannot do.
+//
+// fork(): the mutex is taken around fork (pthread_atfork), so a child never inherits a range
+// half-armed or half-retired, nor the mutex locked; chunks that a handler thread of the parent
+// was opening are opened in the child, and the parent's handler threads no longer count.
 #pragma once
 
 #include "../errors.hpp"
 #include "fault_registry.hpp"
 #include "signal_handler.hpp"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 
@@ -19,16 +24,46 @@
 
 namespace numaaff::detail {
 
+/// A child forked while a chunk was being opened has no thread to finish it: finish it here.
+inline void finish_ranges_after_fork() noexcept {
+  const std::size_t high = registry_high.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < high; ++i) {
+    armed_range& r = registry[i];
+    r.users.store(0, std::memory_order_relaxed);  // the parent's threads are not here
+    if (r.state.load(std::memory_order_acquire) != slot_active) continue;
+    for (std::size_t k = 0; k < r.count; ++k) {
+      const std::uint32_t s = r.words[k].load(std::memory_order_acquire) & chunk_state_mask;
+      if (s != chunk_claimed && s != chunk_moving) continue;
+      sys_mprotect(reinterpret_cast<void*>(chunk_begin(r, k)), chunk_end(r, k + 1) - chunk_begin(r, k),
+                   PROT_READ | PROT_WRITE);
+      mark_open(r, k, k + 1);
+    }
+  }
+}
+
 inline std::mutex& arm_lock() {
   static std::mutex m;
+  static const int registered = ::pthread_atfork([] { m.lock(); }, [] { m.unlock(); },
+                                                 [] {
+                                                   finish_ranges_after_fork();
+                                                   m.unlock();
+                                                 });
+  (void)registered;
   return m;
 }
 
-/// Re-opens [begin, end) of slot r; if the kernel is out of mappings for that (ENOMEM), opens
-/// the whole slot range instead, which merges it into one mapping and cannot run out.
-inline void open_or_open_all(const armed_range& r, std::uintptr_t begin, std::uintptr_t end) noexcept {
-  if (!sys_mprotect(reinterpret_cast<void*>(begin), end - begin, PROT_READ | PROT_WRITE))
+/// Opens claimed chunks [first, last) of slot r without migrating them, if they are still the
+/// mapping we armed (an application that unmapped them without disarming may have new
+/// mappings there, which are not ours to change). If the kernel is out of mappings for that
+/// (ENOMEM), opens the whole slot range instead, which merges it into one mapping.
+inline void open_unmigrated(armed_range& r, std::size_t first, std::size_t last) noexcept {
+  const std::uintptr_t b = chunk_begin(r, first), e = chunk_end(r, last);
+  if (!still_armed(b, e)) {
+    nt_counters.released.fetch_add(last - first, std::memory_order_relaxed);
+  } else if (!sys_mprotect(reinterpret_cast<void*>(b), e - b, PROT_READ | PROT_WRITE) && fully_mapped(r.begin, r.end)) {
     sys_mprotect(reinterpret_cast<void*>(r.begin), r.end - r.begin, PROT_READ | PROT_WRITE);
+  }
+  mark_open(r, first, last);
 }
 
 /// Opens what is still armed, waits for handlers to leave, frees the slot. Holds arm_lock.
@@ -43,14 +78,13 @@ inline void retire_slot(armed_range& r) noexcept {
     }
     std::size_t last = k + 1;
     while (last < r.count && try_claim(r, last, 0)) ++last;
-    open_or_open_all(r, chunk_begin(r, k), chunk_end(r, last));
-    for (std::size_t j = k; j < last; ++j) publish(r.words[j], chunk_open, 0);
+    open_unmigrated(r, k, last);
     k = last;
   }
   while (r.users.load(std::memory_order_acquire) != 0) ::sched_yield();
   sys_munmap(r.words, r.words_bytes);
   r.words = nullptr;
-  registry_generation.fetch_add(1, std::memory_order_acq_rel);
+  open_epoch.fetch_add(1, std::memory_order_acq_rel);
   r.state.store(slot_free, std::memory_order_release);
   registry_live.fetch_sub(1, std::memory_order_acq_rel);
 }
@@ -77,11 +111,8 @@ inline void disarm_locked(std::uintptr_t begin, std::uintptr_t end) noexcept {
     }
     const std::size_t k0 = (begin > r.begin ? begin - r.begin : 0) / r.chunk;
     const std::size_t k1 = ((end < r.end ? end : r.end) - r.begin + r.chunk - 1) / r.chunk;
-    for (std::size_t k = k0; k < k1; ++k) {
-      if (!try_claim(r, k, 0)) continue;
-      open_or_open_all(r, chunk_begin(r, k), chunk_end(r, k + 1));
-      publish(r.words[k], chunk_open, 0);
-    }
+    for (std::size_t k = k0; k < k1; ++k)
+      if (try_claim(r, k, 0)) open_unmigrated(r, k, k + 1);
   }
 }
 
@@ -138,6 +169,7 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     slot->run.store(1, std::memory_order_relaxed);
     slot->armed_left.store(count, std::memory_order_relaxed);
     registry_live.fetch_add(1, std::memory_order_acq_rel);
+    open_epoch.fetch_add(1, std::memory_order_acq_rel);
     slot->state.store(slot_active, std::memory_order_release);  // before protecting: see below
     // Published first, protected second: a fault can only happen once the range is protected,
     // and by then the handler finds it.
@@ -147,6 +179,48 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
       retire_slot(*slot);
     }
   } catch (...) {
+    ec = std::make_error_code(std::errc::resource_unavailable_try_again);
+  }
+}
+
+/**
+ * Opens and migrates now every armed chunk overlapping [begin, end), as the calling thread's
+ * next touch would, and waits for chunks other threads are opening: afterwards the kernel can
+ * read and write the range (a system call meets no armed page). Takes arm_lock.
+ */
+inline void touch_range(std::uintptr_t begin, std::uintptr_t end, std::error_code& ec) noexcept {
+  try {
+    std::lock_guard<std::mutex> guard(arm_lock());
+    const std::size_t high = registry_high.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < high && !ec; ++i) {
+      armed_range& r = registry[i];
+      if (r.state.load(std::memory_order_acquire) != slot_active || r.end <= begin || end <= r.begin) continue;
+      const int node = fault_target(r, thread_homenode);
+      const std::uint32_t node_bits = node_bits_of(node);
+      const std::size_t k0 = (begin > r.begin ? begin - r.begin : 0) / r.chunk;
+      const std::size_t k1 = ((end < r.end ? end : r.end) - r.begin + r.chunk - 1) / r.chunk;
+      for (std::size_t k = k0; k < k1;) {
+        if (!try_claim(r, k, node_bits)) {
+          wait_while_claimed(r.words[k++]);  // a toucher is opening it
+          continue;
+        }
+        std::size_t first = k, last = k + 1;
+        while (last < k1 && try_claim(r, last, node_bits)) ++last;
+        if (!still_armed(chunk_begin(r, first), chunk_end(r, last))) {
+          nt_counters.released.fetch_add(last - first, std::memory_order_relaxed);
+          mark_open(r, first, last);
+        } else if (const int error = open_claimed(r, first, last, node_bits); error != 0) {
+          unclaim(r, first, last);
+          ec = std::error_code(error, std::generic_category());
+          break;
+        } else {
+          move_opened(r, first, last, node, node_bits);
+        }
+        k = last;
+      }
+    }
+    sweep_finished();
+  } catch (...) {  // std::mutex::lock cannot fail here in practice
     ec = std::make_error_code(std::errc::resource_unavailable_try_again);
   }
 }

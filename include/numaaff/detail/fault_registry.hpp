@@ -7,8 +7,11 @@
 // granularity looks at its neighbours), bit 31 "someone waits on the futex".
 //   armed --claim (CAS, one winner)--> claimed --mprotect RW--> moving --move_pages--> open
 // Threads faulting on a claimed chunk sleep on its futex until it is unprotected, then retry
-// the access; threads faulting on a moving or open chunk retry at once (the kernel serialises
-// accesses with the migration itself, so no write is lost).
+// the access; threads faulting on a moving or open chunk retry once (the kernel serialises
+// accesses with the migration itself, so no write is lost). A chunk is ours only while it is
+// armed or claimed and its mapping is still the one we armed; any other fault goes on to the
+// previous handler, at the latest the second time the same thread faults at the same address
+// with nothing of ours changed in between (see handle_fault).
 #pragma once
 
 #include "futex.hpp"
@@ -19,6 +22,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +40,9 @@ inline constexpr std::uint32_t chunk_claimed = 2;
 inline constexpr std::uint32_t chunk_moving = 3;
 inline constexpr std::uint32_t chunk_state_mask = 0xff;
 inline constexpr std::uint32_t chunk_waiters = 1u << 31;
+inline constexpr std::uint32_t chunk_node_mask = 0x00ffff00u;
+/// Node bits of a claim made for a whole range (no node can have them).
+inline constexpr std::uint32_t range_claim_bits = chunk_node_mask;
 
 inline constexpr int slot_free = 0;
 inline constexpr int slot_setup = 1;
@@ -43,9 +50,17 @@ inline constexpr int slot_active = 2;
 inline constexpr int slot_retiring = 3;
 
 inline constexpr std::size_t registry_capacity = 4096;
-/// Pages per move_pages call in the handler: the arrays live on the (possibly alternate,
-/// possibly small) signal stack, 16 bytes per page.
+/// Pages per move_pages call in the handler. One call per 128-page chunk is what keeps
+/// next-touch cheap (each call drains the LRU caches of every CPU), so the arrays are large
+/// (2 KiB) and live in a preallocated pool, not on the handler's stack, which may be a small
+/// alternate signal stack.
 inline constexpr std::size_t handler_batch = 128;
+/// Pages per call when every pooled buffer is in use (256 bytes on the stack).
+inline constexpr std::size_t handler_stack_batch = 16;
+inline constexpr std::size_t handler_buffer_count = 64;
+/// Pages whose residency one mincore call reads while checking a chunk's mapping (one byte
+/// each, on the stack).
+inline constexpr std::size_t probe_batch = 128;
 
 enum class touch_target : int { current_node, homenode };
 
@@ -74,13 +89,26 @@ struct next_touch_counters {
   std::atomic<std::uint64_t> widened{0};
   std::atomic<std::uint64_t> waits{0};
   std::atomic<std::uint64_t> handler_ns{0};
+  std::atomic<std::uint64_t> released{0};
 };
 
 inline armed_range registry[registry_capacity];
-inline std::atomic<std::size_t> registry_high{0};      // every used slot is below this index
-inline std::atomic<std::size_t> registry_live{0};      // slots not free
-inline std::atomic<std::uint64_t> registry_generation{0};  // bumped whenever a slot retires
+inline std::atomic<std::size_t> registry_high{0};  // every used slot is below this index
+inline std::atomic<std::size_t> registry_live{0};  // slots not free
+/// Bumped whenever protections we set may have changed: a range armed, a chunk opened, a slot
+/// retired. A fault we cannot attribute to an armed chunk is retried once per (thread,
+/// address, epoch): if nothing of ours changed since the same thread faulted at the same
+/// address, the fault is not ours.
+inline std::atomic<std::uint64_t> open_epoch{1};
 inline next_touch_counters nt_counters;
+
+/// The last fault this thread retried without finding an armed chunk. Constant-initialised
+/// and initial-exec, so the handler reads it without a TLS call that could allocate.
+struct retried_fault {
+  std::uintptr_t addr = 0;
+  std::uint64_t epoch = 0;
+};
+__attribute__((tls_model("initial-exec"))) inline thread_local retried_fault last_retried_fault;
 
 /// Sets a chunk's state, keeping nothing but the node bits, and wakes sleepers if any.
 inline void publish(std::atomic<std::uint32_t>& w, std::uint32_t state, std::uint32_t node_bits) noexcept {
@@ -100,32 +128,96 @@ inline bool try_claim(armed_range& r, std::size_t k, std::uint32_t node_bits) no
   return false;
 }
 
-/// Moves [start, start + len) to `node` in handler_batch-page calls, counting the outcome.
-inline void move_span(std::uintptr_t start, std::size_t len, int node) noexcept {
+/// Gives claimed chunks [first, last) back to the armed state (a later toucher claims them).
+inline void unclaim(armed_range& r, std::size_t first, std::size_t last) noexcept {
+  for (std::size_t k = first; k < last; ++k) {
+    r.armed_left.fetch_add(1, std::memory_order_relaxed);
+    publish(r.words[k], chunk_armed, 0);
+  }
+}
+
+inline std::uintptr_t chunk_begin(const armed_range& r, std::size_t k) noexcept { return r.begin + k * r.chunk; }
+inline std::uintptr_t chunk_end(const armed_range& r, std::size_t k) noexcept {
+  const std::uintptr_t e = r.begin + k * r.chunk;
+  return e < r.end ? e : r.end;
+}
+
+// ---- is this still the mapping we armed? ------------------------------------------------
+
+/// True if every page of [begin, end) is mapped (mincore fails with ENOMEM on a hole).
+inline bool fully_mapped(std::uintptr_t begin, std::uintptr_t end) noexcept {
   const std::size_t ps = page_size();
-  void* pages[handler_batch];
-  int nodes[handler_batch];
-  int status[handler_batch];
+  unsigned char vec[probe_batch];
+  for (std::uintptr_t at = begin; at < end;) {
+    const std::size_t len = end - at < probe_batch * ps ? end - at : probe_batch * ps;
+    const auto r = call(sys::mincore, [&] { return ::mincore(reinterpret_cast<void*>(at), len, vec); });
+    if (!r && r.error == ENOMEM) return false;
+    at += len;
+  }
+  return true;
+}
+
+/// True if the page at `addr` can be read now. process_vm_readv on ourselves honours page
+/// protections (it never forces access), and unlike a load it cannot fault. A sandbox that
+/// forbids it makes the answer "no", which leaves the armed state as the only evidence.
+inline bool readable(std::uintptr_t addr) noexcept {
+  char byte = 0;
+  iovec local{&byte, 1};
+  iovec remote{reinterpret_cast<void*>(addr), 1};
+  return static_cast<bool>(
+      call(sys::process_vm_readv, [&] { return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0); }));
+}
+
+/**
+ * True if [begin, end), which we armed, still looks armed: mapped throughout, and neither its
+ * first nor its last page readable. It is not once the application unmapped it (a new
+ * mapping may sit there now, a thread stack with its guard page, say) or changed its
+ * protection; then the pages are not ours to open. A new PROT_NONE mapping that covers the
+ * span exactly cannot be told apart: disarm before unmapping.
+ */
+inline bool still_armed(std::uintptr_t begin, std::uintptr_t end) noexcept {
+  const std::uintptr_t last = end - page_size();
+  return fully_mapped(begin, end) && !readable(begin) && (last == begin || !readable(last));
+}
+
+// ---- opening and migrating ---------------------------------------------------------------
+
+/// Page arrays of one move_pages call.
+template <std::size_t N>
+struct page_batch {
+  void* pages[N];
+  int nodes[N];
+  int status[N];
+};
+
+inline page_batch<handler_batch> handler_buffers[handler_buffer_count];
+inline std::atomic<std::uint64_t> handler_buffers_busy{0};
+static_assert(handler_buffer_count <= 64, "one bit per buffer");
+
+/// Moves [start, start + len) to `node`, N pages per call, counting the outcome.
+template <std::size_t N>
+inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t len, int node) noexcept {
+  const std::size_t ps = page_size();
   for (std::uintptr_t at = start; at < start + len;) {
     std::size_t n = 0;
-    for (; n < handler_batch && at < start + len; ++n, at += ps) {
-      pages[n] = reinterpret_cast<void*>(at);
-      nodes[n] = node;
+    for (; n < N && at < start + len; ++n, at += ps) {
+      b.pages[n] = reinterpret_cast<void*>(at);
+      b.nodes[n] = node;
     }
-    const auto r = sys_move_pages(n, pages, nodes, status, MPOL_MF_MOVE);
+    const auto r = sys_move_pages(n, b.pages, b.nodes, b.status, MPOL_MF_MOVE);
     if (!r) {
       if (r.error != ENOSYS) nt_counters.pages_failed.fetch_add(n, std::memory_order_relaxed);
       continue;  // ENOSYS: no NUMA, nothing to move; the chunk is open all the same
     }
     bool busy = false;
-    for (std::size_t i = 0; i < n; ++i) busy |= status[i] == -EBUSY;
+    for (std::size_t i = 0; i < n; ++i) busy |= b.status[i] == -EBUSY;
     // Tail pages of a transparent huge page report EBUSY although the huge page moved.
-    if (busy) sys_move_pages(n, pages, nullptr, status, 0);
+    if (busy) sys_move_pages(n, b.pages, nullptr, b.status, 0);
     std::uint64_t moved = 0, unpopulated = 0, failed = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      if (status[i] == node) {
+      if (b.status[i] == node) {
         ++moved;
-      } else if (status[i] == -ENOENT || status[i] == -EFAULT) {
+      } else if (b.status[i] == -ENOENT || b.status[i] == -EFAULT) {
         ++unpopulated;
       } else {
         ++failed;
@@ -137,42 +229,76 @@ inline void move_span(std::uintptr_t start, std::size_t len, int node) noexcept 
   }
 }
 
-inline std::uintptr_t chunk_begin(const armed_range& r, std::size_t k) noexcept { return r.begin + k * r.chunk; }
-inline std::uintptr_t chunk_end(const armed_range& r, std::size_t k) noexcept {
-  const std::uintptr_t e = r.begin + k * r.chunk;
-  return e < r.end ? e : r.end;
-}
-
-/// Opens claimed chunks [first, last) and migrates them to `node`. When mprotect runs out of
-/// mappings (ENOMEM: vm.max_map_count), the span is widened over armed neighbours up to the
-/// nearest open ones, so that the new opening merges with existing ones instead of splitting.
-/// Returns false only if the chunks could not be opened at all.
-inline bool open_and_move(armed_range& r, std::size_t first, std::size_t last, int node, std::uint32_t node_bits) noexcept {
-  auto result = sys_mprotect(reinterpret_cast<void*>(chunk_begin(r, first)), chunk_end(r, last) - chunk_begin(r, first),
-                             PROT_READ | PROT_WRITE);
-  if (!result && result.error == ENOMEM) {
-    nt_counters.widened.fetch_add(1, std::memory_order_relaxed);
-    while (last < r.count && try_claim(r, last, node_bits)) ++last;
-    while (first > 0 && try_claim(r, first - 1, node_bits)) --first;
-    result = sys_mprotect(reinterpret_cast<void*>(chunk_begin(r, first)), chunk_end(r, last) - chunk_begin(r, first),
-                          PROT_READ | PROT_WRITE);
-    if (!result && result.error == ENOMEM) {
-      // Still too many mappings: open the whole range (it becomes one mapping again) and mark
-      // every other armed chunk open without migrating it. Data stays reachable; the rest of
-      // this phase loses next-touch. Chunks other threads hold are left to them.
-      result = sys_mprotect(reinterpret_cast<void*>(r.begin), r.end - r.begin, PROT_READ | PROT_WRITE);
-      if (result) {
-        for (std::size_t k = 0; k < r.count; ++k)
-          if ((k < first || k >= last) && try_claim(r, k, 0)) publish(r.words[k], chunk_open, 0);
-      }
+/// Moves [start, start + len) to `node` with a pooled buffer (handler_batch pages per call),
+/// or in small on-stack batches while every pooled one is in use. Lock-free and
+/// async-signal-safe.
+inline void move_span(std::uintptr_t start, std::size_t len, int node) noexcept {
+  std::uint64_t busy = handler_buffers_busy.load(std::memory_order_relaxed);
+  while (busy != ~std::uint64_t{0}) {
+    const auto i = static_cast<std::size_t>(__builtin_ctzll(~busy));
+    if (i >= handler_buffer_count) break;
+    const std::uint64_t bit = std::uint64_t{1} << i;
+    if (handler_buffers_busy.compare_exchange_weak(busy, busy | bit, std::memory_order_acquire)) {
+      move_span_with(handler_buffers[i], start, len, node);
+      handler_buffers_busy.fetch_and(~bit, std::memory_order_release);
+      return;
     }
   }
-  if (!result) return false;
-  for (std::size_t k = first; k < last; ++k) publish(r.words[k], chunk_moving, node_bits);
+  page_batch<handler_stack_batch> small;
+  move_span_with(small, start, len, node);
+}
+
+/// Marks claimed chunks [first, last) open (read-write already, or found to be no longer
+/// our mapping). The epoch moves before the state, so a handler that sees the chunk open
+/// also sees a new epoch and retries a stale fault.
+inline void mark_open(armed_range& r, std::size_t first, std::size_t last, std::uint32_t state = chunk_open,
+                      std::uint32_t node_bits = 0) noexcept {
+  open_epoch.fetch_add(1, std::memory_order_acq_rel);
+  for (std::size_t k = first; k < last; ++k) publish(r.words[k], state, node_bits);
+}
+
+/// Claimed chunks [first, last) are read-write now: mark them so and migrate them.
+inline void move_opened(armed_range& r, std::size_t first, std::size_t last, int node, std::uint32_t node_bits) noexcept {
+  mark_open(r, first, last, chunk_moving, node_bits);
   move_span(chunk_begin(r, first), chunk_end(r, last) - chunk_begin(r, first), node);
   for (std::size_t k = first; k < last; ++k) publish(r.words[k], chunk_open, node_bits);
   nt_counters.chunks.fetch_add(last - first, std::memory_order_relaxed);
-  return true;
+}
+
+/// Opens claimed chunks [first, last) read-write. When mprotect runs out of mappings (ENOMEM:
+/// vm.max_map_count), the span is widened over armed neighbours up to the nearest open ones
+/// (claimed for us, so [first, last) grows), so that the opening merges with existing ones;
+/// as a last resort the whole range is opened, and every other armed chunk is marked open
+/// without migration (data stays reachable; the rest of this phase loses next-touch).
+/// Returns 0, or the errno of mprotect if the chunks could not be opened.
+inline int open_claimed(armed_range& r, std::size_t& first, std::size_t& last, std::uint32_t node_bits) noexcept {
+  auto open = [](std::uintptr_t b, std::uintptr_t e) {
+    return sys_mprotect(reinterpret_cast<void*>(b), e - b, PROT_READ | PROT_WRITE);
+  };
+  auto result = open(chunk_begin(r, first), chunk_end(r, last));
+  if (result || result.error != ENOMEM) return result.error;
+  nt_counters.widened.fetch_add(1, std::memory_order_relaxed);
+  while (last < r.count && try_claim(r, last, node_bits)) ++last;
+  while (first > 0 && try_claim(r, first - 1, node_bits)) --first;
+  result = open(chunk_begin(r, first), chunk_end(r, last));
+  if (result || result.error != ENOMEM) return result.error;
+  // Claim what is still armed before opening it, so that no chunk is ever read-write while
+  // marked armed; these claims carry range_claim_bits, which tell them from other threads'.
+  // mprotect of a range with a hole changes the part before the hole: only a range still
+  // mapped throughout is opened whole.
+  for (std::size_t k = 0; k < r.count; ++k)
+    if (k < first || k >= last) try_claim(r, k, range_claim_bits);
+  const bool opened = fully_mapped(r.begin, r.end) && static_cast<bool>(open(r.begin, r.end));
+  for (std::size_t k = 0; k < r.count; ++k) {
+    const std::uint32_t w = r.words[k].load(std::memory_order_acquire);
+    if ((k >= first && k < last) || (w & ~chunk_waiters) != (chunk_claimed | range_claim_bits)) continue;
+    if (opened) {
+      mark_open(r, k, k + 1);
+    } else {
+      unclaim(r, k, k + 1);
+    }
+  }
+  return opened ? 0 : ENOMEM;
 }
 
 /// The node the toucher's chunk goes to.
@@ -183,92 +309,124 @@ inline int fault_target(const armed_range& r, int homenode) noexcept {
   return static_cast<int>(node);
 }
 
+inline std::uint32_t node_bits_of(int node) noexcept { return (static_cast<std::uint32_t>(node + 1) & 0xffffu) << 8; }
+
 /// Outcome of a fault inside one armed range.
 enum class chunk_verdict {
   handled,   ///< opened (by us or by the thread we waited for): retry the access
-  open,      ///< this range has the chunk open: the fault is stale, or a newer range owns it
-  failed,    ///< ours, but it could not be opened: a real crash
+  open,      ///< this range has the chunk open: the fault is stale, or not ours
+  not_ours,  ///< the chunk was armed, but its mapping is no longer the one we armed
+  failed,    ///< ours, but it could not be opened
 };
 
-/// A fault at `addr` inside active slot r (users already counted).
-inline chunk_verdict handle_chunk_fault(armed_range& r, std::uintptr_t addr, int homenode) noexcept {
-  const std::size_t k = (addr - r.begin) / r.chunk;
-  std::atomic<std::uint32_t>& w = r.words[k];
+/// Sleeps while chunk word `w` is claimed (another thread is opening it).
+inline void wait_while_claimed(std::atomic<std::uint32_t>& w) noexcept {
+  bool counted = false;
   for (;;) {
     std::uint32_t v = w.load(std::memory_order_acquire);
-    const std::uint32_t state = v & chunk_state_mask;
-    if (state == chunk_open || state == chunk_moving) return chunk_verdict::open;
-    if (state == chunk_claimed) {
-      // Another thread is unprotecting it: sleep until the word changes.
-      if ((v & chunk_waiters) == 0 && !w.compare_exchange_weak(v, v | chunk_waiters, std::memory_order_acq_rel)) continue;
-      nt_counters.waits.fetch_add(1, std::memory_order_relaxed);
-      futex_wait(w, v | chunk_waiters);
-      if ((w.load(std::memory_order_acquire) & chunk_state_mask) != chunk_claimed) return chunk_verdict::handled;
-      continue;
-    }
-    const int node = fault_target(r, homenode);
-    const std::uint32_t node_bits = (static_cast<std::uint32_t>(node + 1) & 0xffffu) << 8;
-    if (!try_claim(r, k, node_bits)) continue;  // lost the race: look again
-    std::size_t last = k + 1;
-    if (r.adaptive) {
-      // Grow the claim while consecutive chunks are touched from the same node; fall back to
-      // one chunk as soon as a neighbour was claimed from another node.
-      std::uint32_t run = r.run.load(std::memory_order_relaxed);
-      if (k > 0) {
-        const std::uint32_t prev = r.words[k - 1].load(std::memory_order_relaxed);
-        const std::uint32_t prev_state = prev & chunk_state_mask;
-        const std::uint32_t prev_node = prev & 0x00ffff00u;
-        if (prev_state != chunk_armed && prev_node == node_bits) {
-          run = run * 2 < r.max_run ? run * 2 : r.max_run;
-        } else if (prev_state != chunk_armed && prev_node != 0) {
-          run = 1;
-        }
-      }
-      r.run.store(run, std::memory_order_relaxed);
-      while (last < r.count && last - k < run && try_claim(r, last, node_bits)) ++last;
-    }
-    return open_and_move(r, k, last, node, node_bits) ? chunk_verdict::handled : chunk_verdict::failed;
+    if ((v & chunk_state_mask) != chunk_claimed) return;
+    if ((v & chunk_waiters) == 0 && !w.compare_exchange_weak(v, v | chunk_waiters, std::memory_order_acq_rel)) continue;
+    if (!counted) nt_counters.waits.fetch_add(1, std::memory_order_relaxed);
+    counted = true;
+    futex_wait(w, v | chunk_waiters);
   }
 }
 
-/// Looks the address up among armed ranges. 1: handled (retry the access); 0: not ours;
-/// -1: ours but it could not be opened. Ranges may overlap when a newer one re-armed part of
-/// an older one: the range holding the chunk armed (or being opened) decides; a range that
-/// has it open only says the access may be retried.
-inline int handle_fault(std::uintptr_t addr, int homenode) noexcept {
-  const std::uint64_t generation = registry_generation.load(std::memory_order_acquire);
+/// Claims chunk k (and, adaptively, a run after it), checks that the mapping is still the one
+/// we armed, opens and migrates. Returns handled also when another thread claimed k first.
+inline chunk_verdict claim_and_open(armed_range& r, std::size_t k, int node) noexcept {
+  const std::uint32_t node_bits = node_bits_of(node);
+  if (!try_claim(r, k, node_bits)) return chunk_verdict::handled;
+  std::size_t first = k, last = k + 1;
+  if (r.adaptive) {
+    // Grow the claim while consecutive chunks are touched from the same node; fall back to
+    // one chunk as soon as a neighbour was claimed from another node.
+    std::uint32_t run = r.run.load(std::memory_order_relaxed);
+    if (k > 0) {
+      const std::uint32_t prev = r.words[k - 1].load(std::memory_order_relaxed);
+      const std::uint32_t prev_state = prev & chunk_state_mask;
+      const std::uint32_t prev_node = prev & chunk_node_mask;
+      if (prev_state != chunk_armed && prev_node == node_bits) {
+        run = run * 2 < r.max_run ? run * 2 : r.max_run;
+      } else if (prev_state != chunk_armed && prev_node != 0) {
+        run = 1;
+      }
+    }
+    r.run.store(run, std::memory_order_relaxed);
+    while (last < r.count && last - k < run && try_claim(r, last, node_bits)) ++last;
+  }
+  if (!still_armed(chunk_begin(r, first), chunk_end(r, last))) {
+    unclaim(r, first + 1, last);
+    last = first + 1;
+    if (!still_armed(chunk_begin(r, first), chunk_end(r, last))) {
+      mark_open(r, first, last);  // not ours to open, now or later
+      nt_counters.released.fetch_add(1, std::memory_order_relaxed);
+      return chunk_verdict::not_ours;
+    }
+  }
+  if (open_claimed(r, first, last, node_bits) != 0) {
+    unclaim(r, first, last);
+    return chunk_verdict::failed;
+  }
+  move_opened(r, first, last, node, node_bits);
+  return chunk_verdict::handled;
+}
+
+/// A fault at `addr` inside slot r (users already counted; r active or retiring).
+inline chunk_verdict handle_chunk_fault(armed_range& r, bool retiring, std::uintptr_t addr, int homenode) noexcept {
+  std::atomic<std::uint32_t>& w = r.words[(addr - r.begin) / r.chunk];
+  const std::uint32_t state = w.load(std::memory_order_acquire) & chunk_state_mask;
+  if (state == chunk_open || state == chunk_moving) return chunk_verdict::open;
+  if (state == chunk_claimed) {
+    wait_while_claimed(w);
+    return chunk_verdict::handled;
+  }
+  if (retiring) {  // disarm is opening what is still armed: retry once it is done
+    ::sched_yield();
+    return chunk_verdict::handled;
+  }
+  return claim_and_open(r, (addr - r.begin) / r.chunk, fault_target(r, homenode));
+}
+
+/// What the handler does with a fault.
+enum class fault_verdict { retry, not_ours, failed };
+
+/// Looks the address up among armed ranges. Ranges may overlap when a newer one re-armed part
+/// of an older one: the range holding the chunk armed (or being opened) decides. A fault that
+/// no range claims is retried once per thread, address and epoch (it may be stale: the chunk
+/// was opened, or its range retired, after the access trapped); the same fault again with
+/// nothing of ours changed in between is not ours, and goes on to the previous handler.
+inline fault_verdict handle_fault(std::uintptr_t addr, int homenode) noexcept {
   const std::size_t high = registry_high.load(std::memory_order_acquire);
-  bool seen_open = false;
   for (std::size_t i = 0; i < high; ++i) {
     armed_range& r = registry[i];
     const int seen = r.state.load(std::memory_order_acquire);
     if (seen != slot_active && seen != slot_retiring) continue;
     r.users.fetch_add(1, std::memory_order_acq_rel);
     const int state = r.state.load(std::memory_order_acquire);
-    int verdict = 0;
+    chunk_verdict verdict = chunk_verdict::open;
     if ((state == slot_active || state == slot_retiring) && addr >= r.begin && addr < r.end) {
       const std::uint64_t t0 = monotonic_ns();
-      if (state == slot_retiring) {
-        ::sched_yield();  // being re-opened by disarm: retry once it is done
-        seen_open = true;
-      } else {
-        switch (handle_chunk_fault(r, addr, homenode)) {
-          case chunk_verdict::handled:
-            nt_counters.faults.fetch_add(1, std::memory_order_relaxed);
-            verdict = 1;
-            break;
-          case chunk_verdict::failed: verdict = -1; break;
-          case chunk_verdict::open: seen_open = true; break;
-        }
-      }
+      verdict = handle_chunk_fault(r, state == slot_retiring, addr, homenode);
+      if (verdict == chunk_verdict::handled) nt_counters.faults.fetch_add(1, std::memory_order_relaxed);
       nt_counters.handler_ns.fetch_add(monotonic_ns() - t0, std::memory_order_relaxed);
     }
     r.users.fetch_sub(1, std::memory_order_acq_rel);
-    if (verdict != 0) return verdict;
+    switch (verdict) {
+      case chunk_verdict::handled: last_retried_fault = {}; return fault_verdict::retry;
+      case chunk_verdict::failed: return fault_verdict::failed;
+      case chunk_verdict::not_ours: return fault_verdict::not_ours;
+      case chunk_verdict::open: break;
+    }
   }
-  // Open somewhere, or a range retired while we looked (it is open now): retry the access.
-  if (seen_open) return 1;
-  return registry_generation.load(std::memory_order_acquire) != generation ? 1 : 0;
+  const std::uint64_t epoch = open_epoch.load(std::memory_order_acquire);
+  retried_fault& last = last_retried_fault;
+  if (last.addr == addr && last.epoch == epoch) {
+    last = {};
+    return fault_verdict::not_ours;
+  }
+  last = {addr, epoch};
+  return fault_verdict::retry;
 }
 
 }  // namespace numaaff::detail

@@ -1,8 +1,14 @@
 // The SIGSEGV handler of next-touch: installed once, SA_SIGINFO, chained. It owns only
-// protection faults (SEGV_ACCERR) inside ranges we armed; every other fault goes to the
-// handler that was installed before ours (an application's, a sanitizer's, a JVM's), or, if
-// there was none, the default action is restored and the fault repeats, so a real crash still
-// crashes and still dumps core. Nothing here allocates, locks or throws, and errno is kept.
+// protection faults (SEGV_ACCERR) on chunks we armed and have not opened; every other fault
+// goes to the handler that was installed before ours (an application's, a sanitizer's, a
+// JVM's) as the kernel would have delivered it, or, if there was none, the default action is
+// restored and the fault repeats, so a real crash still crashes and still dumps core. Nothing
+// here allocates, locks or throws, and errno is kept.
+//
+// Stack budget: the handler needs under 2 KiB above the kernel's signal frame (its own frames
+// are under 1 KiB: the move_pages arrays come from a preallocated pool, and every function it
+// calls is bound before the first fault), so it runs on an 8 KiB alternate signal stack
+// (SIGSTKSZ) beside the kernel's frame; tests/test_next_touch_trust.cpp measures it on one.
 #pragma once
 
 #include "fault_registry.hpp"
@@ -22,48 +28,78 @@ namespace numaaff::detail {
 
 inline struct sigaction previous_segv_action = {};
 inline std::atomic<bool> segv_handler_installed{false};
+/// The previous handler had SA_RESETHAND and has been called once: it is SIG_DFL now, as the
+/// kernel would have made it.
+inline std::atomic<bool> previous_segv_reset{false};
 
-/// Hands a fault that is not ours to whoever was there before us.
+/// Makes SIGSEGV take its default action; returning re-executes the faulting instruction,
+/// which then meets it (and dumps core) exactly as without numaaff.
+inline void restore_default_segv() noexcept {
+  struct sigaction dfl = {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(SIGSEGV, &dfl, nullptr);
+}
+
+/// Hands a fault that is not ours to whoever was there before us, as the kernel would have
+/// delivered it: with that handler's sa_mask added to the blocked set, SIGSEGV itself blocked
+/// unless SA_NODEFER, and SA_RESETHAND honoured (called once, then the default action).
+/// SIG_IGN is the default action too: the kernel never ignores a fault.
 inline void chain_fault(int sig, siginfo_t* info, void* context) noexcept {
   const struct sigaction& prev = previous_segv_action;
-  if ((prev.sa_flags & SA_SIGINFO) != 0) {
-    if (prev.sa_sigaction != nullptr) prev.sa_sigaction(sig, info, context);
+  const bool siginfo = (prev.sa_flags & SA_SIGINFO) != 0;
+  const bool dfl = siginfo ? prev.sa_sigaction == nullptr : prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN;
+  if (dfl || ((static_cast<unsigned>(prev.sa_flags) & SA_RESETHAND) != 0 && previous_segv_reset.exchange(true))) {
+    restore_default_segv();
     return;
   }
-  if (prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN) {
-    // Returning re-executes the faulting instruction, which now meets the default action.
-    struct sigaction dfl = {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    ::sigaction(SIGSEGV, &dfl, nullptr);
-    return;
+  sigset_t saved;
+  ::pthread_sigmask(SIG_BLOCK, &prev.sa_mask, &saved);
+  if ((prev.sa_flags & SA_NODEFER) != 0) {
+    sigset_t segv;
+    sigemptyset(&segv);
+    sigaddset(&segv, SIGSEGV);
+    ::pthread_sigmask(SIG_UNBLOCK, &segv, nullptr);
   }
-  prev.sa_handler(sig);
+  if (siginfo) {
+    prev.sa_sigaction(sig, info, context);
+  } else {
+    prev.sa_handler(sig);
+  }
+  ::pthread_sigmask(SIG_SETMASK, &saved, nullptr);
 }
 
 inline void segv_handler(int sig, siginfo_t* info, void* context) noexcept {
   const int saved_errno = errno;
-  int verdict = 0;
+  fault_verdict verdict = fault_verdict::not_ours;
   if (info != nullptr && info->si_code == SEGV_ACCERR)
     verdict = handle_fault(reinterpret_cast<std::uintptr_t>(info->si_addr), thread_homenode);
   errno = saved_errno;
-  if (verdict <= 0) chain_fault(sig, info, context);
+  if (verdict != fault_verdict::retry) chain_fault(sig, info, context);
 }
 
-/// A child forked while a chunk was being opened has no thread to finish it: finish it here.
-inline void finish_chunks_after_fork() noexcept {
-  const std::size_t high = registry_high.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < high; ++i) {
-    armed_range& r = registry[i];
-    if (r.state.load(std::memory_order_acquire) != slot_active) continue;
-    for (std::size_t k = 0; k < r.count; ++k) {
-      const std::uint32_t s = r.words[k].load(std::memory_order_acquire) & chunk_state_mask;
-      if (s != chunk_claimed && s != chunk_moving) continue;
-      sys_mprotect(reinterpret_cast<void*>(chunk_begin(r, k)), chunk_end(r, k + 1) - chunk_begin(r, k),
-                   PROT_READ | PROT_WRITE);
-      r.words[k].store(chunk_open, std::memory_order_release);
-    }
-  }
+/**
+ * Calls, once and harmlessly, every function the handler calls, so that the dynamic linker
+ * has bound them before the first fault: a lazily bound first call saves the whole vector
+ * register state on the stack (2.7 KiB with AVX-512), which an 8 KiB alternate signal stack
+ * holding the kernel's own frame cannot spare.
+ */
+inline void bind_handler_calls() noexcept {
+  static char byte = 0;
+  static std::atomic<std::uint32_t> word{0};
+  const auto page = align_down(reinterpret_cast<std::uintptr_t>(&byte), page_size());
+  sys_mprotect(reinterpret_cast<void*>(page), 0, PROT_READ | PROT_WRITE);
+  sys_move_pages(0, nullptr, nullptr, nullptr, MPOL_MF_MOVE);
+  fully_mapped(page, page + page_size());
+  (void)readable(reinterpret_cast<std::uintptr_t>(&byte));
+  unsigned cpu = 0, node = 0;
+  call(sys::getcpu, [&] { return ::getcpu(&cpu, &node); });
+  (void)monotonic_ns();
+  futex_wake(word, 1);
+  ::sched_yield();
+  sigset_t mask;
+  ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+  ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
 }
 
 /// Installs the handler once per process (thread-safe). The handler takes the previous
@@ -73,6 +109,7 @@ inline std::error_code install_segv_handler() noexcept {
   static std::error_code result;
   try {
     std::call_once(once, [] {
+      bind_handler_calls();
       struct sigaction ours = {};
       ours.sa_sigaction = segv_handler;
       sigemptyset(&ours.sa_mask);
@@ -89,7 +126,6 @@ inline std::error_code install_segv_handler() noexcept {
         result = r.code();
         return;
       }
-      ::pthread_atfork(nullptr, nullptr, [] { finish_chunks_after_fork(); });
       segv_handler_installed.store(true, std::memory_order_release);
     });
   } catch (...) {

@@ -28,6 +28,8 @@ enum class sys : unsigned char {
   munmap,
   mprotect,
   madvise,
+  mincore,
+  process_vm_readv,
   sched_getaffinity,
   sched_setaffinity,
   getcpu,
@@ -39,7 +41,8 @@ constexpr const char* sys_name(sys s) noexcept {
   constexpr const char* names[] = {"mbind",         "move_pages",        "get_mempolicy",
                                    "set_mempolicy", "set_mempolicy_home_node",
                                    "mmap",          "munmap",            "mprotect",
-                                   "madvise",       "sched_getaffinity", "sched_setaffinity",
+                                   "madvise",       "mincore",           "process_vm_readv",
+                                   "sched_getaffinity", "sched_setaffinity",
                                    "getcpu",        "sigaction"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<std::size_t>(sys::count_),
                 "one name per call");
