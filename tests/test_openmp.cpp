@@ -22,6 +22,9 @@ TEST(OpenmpBridge, PlansSpreadThreadsOverNodesInNodeOrder) {
   EXPECT_EQ(numaaff::openmp::plan_team(2, t).node, (std::vector<node_id>{0, 2}));
   EXPECT_EQ(numaaff::openmp::plan_team(6, t).node, (std::vector<node_id>{0, 1, 2, 3, 0, 1}));
   EXPECT_THROW(numaaff::openmp::plan_team(-1, t), std::invalid_argument);
+  // Its CPUs are not this machine's: the plan pins nothing.
+  EXPECT_EQ(numaaff::openmp::plan_team(4, t).cpu, (std::vector<int>{-1, -1, -1, -1}));
+  EXPECT_EQ(numaaff::openmp::bind_team(numaaff::openmp::plan_team(2, t)), 0);
 }
 
 TEST(OpenmpBridge, BlocksMatchTheThreadPoolsPartition) {

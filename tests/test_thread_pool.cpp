@@ -1,6 +1,7 @@
 // The thread pool on synthetic topologies (layer 1: policies, steal order and delays, partitions,
 // with logical nodes and unbound workers) and on this host (layer 2: futures, exceptions,
 // nesting, recursion, cancellation, destruction, idle CPU use, binding, cpuset, environment).
+#include <numaaff/allocator.hpp>
 #include <numaaff/thread_pool.hpp>
 
 #include "common/placement_check.hpp"
@@ -16,10 +17,12 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <memory_resource>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -113,6 +116,34 @@ TEST(ThreadPoolSynthetic, SubmitToANodeRunsOnThatNodesWorkersWithThatHomenode) {
       EXPECT_EQ(home, n);
     }
   }
+}
+
+TEST(ThreadPoolSynthetic, TasksNeverPlaceMemoryOnLogicalNodes) {
+  // More logical nodes than a kernel can have (1,024): the last ones must never index a table
+  // or reach mbind. A task's memory goes where its thread runs, as for a thread without a
+  // homenode; this_homenode() stays the logical node the task was given.
+  thread_pool_options o = synthetic("numa:1100 pu:1");
+  o.nodes = {1, 1099};
+  thread_pool pool(o);
+  const int here = numaaff_test::sysfs_nodes().front();  // the host's only node
+  for (node_id n : pool.nodes()) {
+    auto f = pool.submit(n, [] {
+      std::vector<int, numaaff::local_allocator<int>> small(16, 1);
+      std::vector<char, numaaff::local_allocator<char>> large(1 << 20, 1);
+      std::pmr::vector<char> pmr(1 << 16, 1, &numaaff::local_memory());
+      const auto raw = numaaff_test::query_pages(large.data(), large.size());
+      const auto raw_pmr = numaaff_test::query_pages(pmr.data(), pmr.size());
+      return std::make_tuple(numaaff::this_homenode(), raw.per_node, raw_pmr.per_node, small[15]);
+    });
+    const auto [home, large_nodes, pmr_nodes, value] = f.get();
+    EXPECT_EQ(home, n);
+    EXPECT_EQ(large_nodes.size(), 1u);
+    EXPECT_EQ(large_nodes.begin()->first, here);
+    EXPECT_EQ(pmr_nodes.size(), 1u);
+    EXPECT_EQ(value, 1);
+  }
+  // A node no kernel can have is a caller's mistake, named as such.
+  EXPECT_THROW(numaaff::node_allocator<int>(1100), std::invalid_argument);
 }
 
 TEST(ThreadPoolSynthetic, RoundRobinCyclesThroughTheNodes) {

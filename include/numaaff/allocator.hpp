@@ -79,7 +79,7 @@ inline node_id environment_homenode() {
  * no blocking. @throws std::invalid_argument when `NUMAAFF_HOMENODE` is not a kernel node.
  */
 inline node_id this_homenode() {
-  if (detail::thread_homenode >= 0) return detail::thread_homenode;
+  if (detail::thread_home.node >= 0) return detail::thread_home.node;
   const node_id env = detail::environment_homenode();
   return env >= 0 ? env : current_node();
 }
@@ -91,8 +91,22 @@ inline node_id this_homenode() {
  */
 inline void set_homenode(node_id node) {
   if (node != -1) detail::require_node("set_homenode", node);
-  detail::thread_homenode = node;
+  detail::thread_home = {node, true};
 }
+
+namespace detail {
+
+/// Where "local" memory of the calling thread goes: this_homenode(), except that a logical
+/// node of a pool on a synthetic or XML topology never reaches the kernel (the thread's
+/// memory then goes where this_homenode() would go without it).
+inline node_id local_node() {
+  const int home = memory_homenode();
+  if (home >= 0) return home;
+  const node_id env = environment_homenode();
+  return env >= 0 ? env : current_node();
+}
+
+}  // namespace detail
 
 namespace detail {
 
@@ -105,6 +119,9 @@ struct propagating_allocator {
 };
 
 inline void* allocate_or_throw(std::size_t bytes, std::size_t align, node_id node, const alloc_options& o) {
+  if (node < 0 || node >= max_nodes)
+    throw_invalid_argument("numaaff: node " + std::to_string(node) + " is not a node a kernel can have (0 to " +
+                           std::to_string(max_nodes - 1) + ")");
   std::error_code ec;
   void* p = numa_allocate(bytes, align, node, o, ec);
   if (p != nullptr) return p;
@@ -264,7 +281,9 @@ class interleave_allocator : public detail::propagating_allocator {
 /**
  * A stateless standard allocator placing memory on the calling thread's homenode at the time
  * of each allocation (this_homenode()). All instances are equal: memory may be freed from any
- * thread and returns to the node it came from.
+ * thread and returns to the node it came from. Inside a task of a pool built on a synthetic or
+ * XML topology, whose homenodes are logical, memory goes where it would for a thread without
+ * a homenode (`NUMAAFF_HOMENODE`, else the node the thread runs on).
  */
 template <class T>
 class local_allocator {
@@ -278,7 +297,7 @@ class local_allocator {
 
   T* allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
-    return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), this_homenode(), alloc_options{}));
+    return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), detail::local_node(), alloc_options{}));
   }
   void deallocate(T* p, std::size_t n) noexcept { detail::numa_deallocate(p, n * sizeof(T), alignof(T), alloc_options{}); }
 
@@ -346,7 +365,7 @@ class interleave_resource final : public std::pmr::memory_resource {
 class local_resource final : public std::pmr::memory_resource {
  private:
   void* do_allocate(std::size_t bytes, std::size_t align) override {
-    return detail::allocate_or_throw(bytes, align, this_homenode(), alloc_options{});
+    return detail::allocate_or_throw(bytes, align, detail::local_node(), alloc_options{});
   }
   void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
     detail::numa_deallocate(p, bytes, align, alloc_options{});

@@ -61,7 +61,9 @@ struct team_plan {
 /**
  * A plan for `threads` threads (0: omp_get_max_threads()) over the allowed CPUs in node order,
  * spread evenly when there are fewer threads than CPUs (thread i takes CPU i * cpus / threads),
- * wrapping when there are more. Allocates. @throws std::invalid_argument if threads < 0.
+ * wrapping when there are more. A topology that is not this machine's (synthetic, XML) gives a
+ * plan with no CPUs: its threads are never pinned. Allocates.
+ * @throws std::invalid_argument if threads < 0.
  */
 inline team_plan plan_team(int threads = 0, const topology& t = topology::system()) {
   if (threads < 0) detail::throw_invalid_argument("plan_team: threads must be >= 0 (0: omp_get_max_threads())");
@@ -74,7 +76,7 @@ inline team_plan plan_team(int threads = 0, const topology& t = topology::system
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t s = count <= slots.size() ? i * slots.size() / count : i % slots.size();
     p.node.push_back(slots[s].first);
-    p.cpu.push_back(slots[s].second);
+    p.cpu.push_back(t.is_this_system() ? slots[s].second : -1);
   }
   return p;
 }

@@ -126,11 +126,13 @@ class node_arenas {
       const std::vector<int> cpus = t.cpus_of(n);
       tbb::task_arena::constraints c;
       c.max_concurrency = static_cast<int>(cpus.size());
+      // A topology that is not this machine's (NUMAAFF_TOPOLOGY) plans arenas but binds nothing:
+      // its CPUs and logical indexes name nothing real.
       const int id = tbb_numa_id(n, t);
-      if (tbb_numa && std::find(ids.begin(), ids.end(), id) != ids.end()) c.numa_id = id;
+      if (t.is_this_system() && tbb_numa && std::find(ids.begin(), ids.end(), id) != ids.end()) c.numa_id = id;
       // No slot reserved for callers: enqueued work runs on the arena's own (pinned) workers.
       e->arena.initialize(c, 0);
-      e->observer = std::make_unique<detail::node_pinning_observer>(e->arena, cpus);
+      if (t.is_this_system()) e->observer = std::make_unique<detail::node_pinning_observer>(e->arena, cpus);
       entries_.push_back(std::move(e));
     }
   }

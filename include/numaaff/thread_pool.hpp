@@ -906,8 +906,8 @@ inline void thread_pool::run_task(detail::pool_task* t, detail::pool_worker* sel
   // Nested runs (a waiting task helping) must leave the outer task's worker busy.
   const bool was_busy = self != nullptr && self->busy.load(std::memory_order_relaxed);
   if (self != nullptr) self->busy.store(true, std::memory_order_seq_cst);
-  const int saved = detail::thread_homenode;
-  detail::thread_homenode = t->home;
+  const detail::homenode_state saved = detail::thread_home;
+  detail::thread_home = {t->home, topo_->is_this_system()};
   detail::group_state* g = t->group;
 #if defined(NUMAAFF_NO_EXCEPTIONS)
   t->execute();
@@ -918,7 +918,7 @@ inline void thread_pool::run_task(detail::pool_task* t, detail::pool_worker* sel
     (g != nullptr ? *g : all_).capture(std::current_exception());
   }
 #endif
-  detail::thread_homenode = saved;
+  detail::thread_home = saved;
   delete t;
   if (self != nullptr) {
     self->busy.store(was_busy, std::memory_order_seq_cst);
@@ -948,7 +948,7 @@ inline std::size_t thread_pool::outstanding(const detail::group_state& g) const 
 
 inline void thread_pool::worker_main(detail::pool_worker& w) {
   detail::this_worker = {this, &w};
-  detail::thread_homenode = w.node;
+  detail::thread_home = {w.node, topo_->is_this_system()};
   detail::pool_node& n = *nodes_[w.node_index];
   const auto spin_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.spin).count());
   for (;;) {

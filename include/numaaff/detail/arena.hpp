@@ -336,6 +336,10 @@ inline void small_deallocate(void* p) noexcept {
 inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const placement_options& o,
                            std::error_code& ec) noexcept {
   ec.clear();
+  if (node < 0 || node >= max_nodes) {  // every table and mask below is max_nodes wide
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return nullptr;
+  }
   if (bytes == 0) bytes = 1;
   if (is_small(bytes, align) && !o.populate && !o.huge_pages && o.strict) {
     return small_allocate(node, size_class(bytes, align), ec);

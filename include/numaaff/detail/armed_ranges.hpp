@@ -195,7 +195,7 @@ inline void touch_range(std::uintptr_t begin, std::uintptr_t end, std::error_cod
     for (std::size_t i = 0; i < high && !ec; ++i) {
       armed_range& r = registry[i];
       if (r.state.load(std::memory_order_acquire) != slot_active || r.end <= begin || end <= r.begin) continue;
-      const int node = fault_target(r, thread_homenode);
+      const int node = fault_target(r, memory_homenode());
       const std::uint32_t node_bits = node_bits_of(node);
       const std::size_t k0 = (begin > r.begin ? begin - r.begin : 0) / r.chunk;
       const std::size_t k1 = ((end < r.end ? end : r.end) - r.begin + r.chunk - 1) / r.chunk;

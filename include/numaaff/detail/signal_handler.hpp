@@ -73,7 +73,7 @@ inline void segv_handler(int sig, siginfo_t* info, void* context) noexcept {
   const int saved_errno = errno;
   fault_verdict verdict = fault_verdict::not_ours;
   if (info != nullptr && info->si_code == SEGV_ACCERR)
-    verdict = handle_fault(reinterpret_cast<std::uintptr_t>(info->si_addr), thread_homenode);
+    verdict = handle_fault(reinterpret_cast<std::uintptr_t>(info->si_addr), memory_homenode());
   errno = saved_errno;
   if (verdict != fault_verdict::retry) chain_fault(sig, info, context);
 }
