@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh: install what is missing, build numaaff in every supported configuration and run the
 # whole test suite: host layer (g++ C++17, clang++ C++20, g++ C++20, clang++ C++17, and
-# ASan+UBSan; every example and experiment program with tiny sizes), the benchmarks and the
+# ASan+UBSan; every example and experiment program with tiny sizes; once more under a seccomp
+# filter that denies the NUMA calls, as in a container), the benchmarks and the
 # experiments' CSV-to-plot chain, then the multi-node layer inside the emulated NUMA VM on
 # kernels 6.1 and 6.12 (which also runs numa_test, amr and numa01_02 and checks their goals).
 # This is what CI runs (.ci/run).
@@ -20,6 +21,11 @@ run_host_layer() { # DIR
 echo "==== g++, C++17 (also registers the VM layer, builds the benchmarks) ===="
 build_config "$b/gcc-17" g++ 17 -DNUMAAFF_BUILD_BENCHMARKS=ON -DNUMAAFF_VM_TESTS=ON
 run_host_layer "$b/gcc-17"
+
+echo "==== the host layer in a container: NUMA calls denied by a seccomp filter (EPERM) ===="
+# Docker's default profile without CAP_SYS_NICE denies mbind, move_pages, get/set_mempolicy,
+# migrate_pages and set_mempolicy_home_node: numaaff must degrade, and the tests assert how.
+(cd "$b/gcc-17" && ./tests/numa_sandbox -- ctest -LE vm --output-on-failure -j "$jobs")
 
 echo "==== clang++, C++20 ===="
 build_config "$b/clang-20" clang++ 20 -DNUMAAFF_BUILD_BENCHMARKS=OFF

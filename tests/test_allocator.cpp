@@ -1,6 +1,7 @@
 // Allocators and resources on this host (layer 2): the standard allocator requirements,
 // pmr behaviour, the small-object arena (alignment, reuse, threads), options, and failures.
 #include <numaaff/allocator.hpp>
+#include <numaaff/system_report.hpp>
 
 #include <numaaff/detail/syscall.hpp>
 
@@ -212,14 +213,32 @@ TEST(AllocateOnNode, StrictPopulateBeyondTheNodeIsBadAllocNotACrash) {
 
 TEST(AllocateOnNode, KernelRefusalsSurface) {
   {
-    scoped_failure deny(sys::mbind, EPERM);
+    scoped_failure fail(sys::mbind, EIO);
     try {
       (void)numaaff::allocate_on_node(1 << 20, home());
       FAIL() << "no exception";
     } catch (const std::system_error& e) {
-      EXPECT_EQ(e.code(), std::errc::operation_not_permitted);
+      EXPECT_EQ(e.code(), std::errc::io_error);
       EXPECT_EQ(std::string(e.what()).rfind("numaaff: mbind", 0), 0u) << e.what();
     }
+  }
+  {
+    scoped_failure fail(sys::mmap, EINVAL);
+    try {
+      (void)numaaff::allocate_on_node(1 << 20, home());
+      FAIL() << "no exception";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("numaaff: mmap", 0), 0u) << e.what();
+    }
+  }
+  {
+    // A sandbox that denies mbind: the memory is still good, placed by its first touch.
+    scoped_failure deny(sys::mbind, EPERM);
+    const std::uint64_t before = numaaff::refusal_stats().mappings_unbound;
+    void* p = numaaff::allocate_on_node(1 << 20, home());
+    std::memset(p, 1, 1 << 20);
+    numaaff::deallocate(p, 1 << 20);
+    EXPECT_EQ(numaaff::refusal_stats().mappings_unbound, before + 1);
   }
   {
     scoped_failure out(sys::mmap, ENOMEM);

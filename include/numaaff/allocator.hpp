@@ -126,7 +126,7 @@ inline void* allocate_or_throw(std::size_t bytes, std::size_t align, node_id nod
   void* p = numa_allocate(bytes, align, node, o, ec);
   if (p != nullptr) return p;
   if (ec == std::errc::not_enough_memory || ec == std::errc::resource_unavailable_try_again) throw_bad_alloc();
-  throw_system_error(ec, ec.value() == EPERM || ec.value() == EINVAL ? "mbind" : "mmap");
+  throw_system_error(ec, sys_name(failed_allocation_call));
 }
 
 /// Shared state of interleaving allocators: the nodes and a round-robin cursor.

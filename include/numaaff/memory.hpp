@@ -66,7 +66,9 @@ struct policy_options {
  *
  * Thread-safe (acts on the address space); allocates nothing; one mbind call.
  * @throws std::invalid_argument for a null/wrapping range or a node the kernel does not have.
- * @throws std::system_error named "mbind" if the kernel refuses (EPERM in some containers).
+ * @throws std::system_error named "mbind" if the call fails. A kernel without NUMA, or a
+ *         sandbox that denies the call (EPERM under a container's seccomp profile), is no
+ *         error: the call is a no-op, counted in refusal_stats() (system_report.hpp).
  */
 void bind(void* addr, std::size_t bytes, node_id node, policy_options options = {});
 void bind(void* addr, std::size_t bytes, node_id node, policy_options options, std::error_code& ec) noexcept;
@@ -148,8 +150,11 @@ struct move_result {
  *
  * Thread-safe; allocates O(batch) scratch; blocks for the duration of the copies.
  * @throws std::invalid_argument for a bad range or unknown node.
- * @throws std::system_error named "move_pages" only if the call fails as a whole (EPERM: the
- *         kernel forbids migration; ENOMEM). Per-page failures are in the result instead.
+ * @throws std::system_error named "move_pages" only if the call fails as a whole (ENOMEM).
+ *         Per-page failures are in the result instead. A sandbox that denies move_pages
+ *         (EPERM) is no error: nothing moves, resident pages not known to be on `target` are
+ *         counted as `failed` with `first_error` EPERM (on a one-node machine they are all
+ *         `already_there`).
  * @note The data stays intact and readable whatever happens. One node: everything is already
  *       there.
  */
@@ -210,7 +215,9 @@ class placement {
  * Thread-safe; allocates O(batch) scratch. Pages of a PROT_NONE range (an armed next-touch
  * range) read as unpopulated on kernels before 6.12.
  * @throws std::invalid_argument for a bad range; std::system_error named "move_pages" if the
- *         query fails as a whole.
+ *         query fails as a whole. A sandbox that denies move_pages is no error: mincore tells
+ *         resident from unpopulated pages, resident ones count on the only node of a one-node
+ *         machine and as unknown() on several.
  */
 placement where(const void* addr, std::size_t bytes);
 placement where(const void* addr, std::size_t bytes, std::error_code& ec) noexcept;
@@ -301,14 +308,36 @@ inline unsigned mbind_flags(policy_options o) noexcept {
   return (o.move_existing ? MPOL_MF_MOVE : 0u) | (o.move_existing && o.strict ? MPOL_MF_STRICT : 0u);
 }
 
-/// One mbind over a validated span. ENOSYS (kernel without NUMA) is a successful no-op.
+/// One mbind over a validated span. A refused call (no NUMA, or a sandbox) is a counted,
+/// successful no-op.
 inline bool apply_policy(const page_span& span, int mode, const std::vector<unsigned long>& mask, policy_options o,
                          std::error_code& ec) noexcept {
   if (span.pages == 0) return true;
   const auto r = sys_mbind(span.address(), span.bytes(), mode, mask.empty() ? nullptr : mask.data(),
                            mask.size() * 8 * sizeof(unsigned long) + 1, mbind_flags(o));
-  if (r.error == ENOSYS) return true;
+  if (refused(r.error)) {
+    if (r.error != ENOSYS) refusals.policies.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
   return report(r, ec);
+}
+
+/**
+ * Placement statuses for pages[0, n) when move_pages is refused: what mincore can tell.
+ * A page that is not resident is unpopulated (-ENOENT); a resident one is on the kernel's only
+ * node when it has one, and unknown (-EPERM) otherwise. mincore counts a page that was only
+ * read (the shared zero page) as resident, where move_pages says unpopulated.
+ */
+inline void residency_status(void* const* pages, std::size_t n, int* status) {
+  const std::size_t ps = page_size();
+  const std::vector<node_id>& nodes = kernel_nodes();
+  const int resident = nodes.size() == 1 ? nodes.front() : -EPERM;
+  unsigned char vec = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto r = call(sys::mincore, [&] { return ::mincore(pages[i], ps, &vec); });
+    status[i] = r && (vec & 1) != 0 ? resident : -ENOENT;
+  }
+  if (resident < 0) refusals.pages.fetch_add(n, std::memory_order_relaxed);
 }
 
 /// Shared front of every policy call: range + nodes validation, then one mbind.
@@ -501,6 +530,10 @@ inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_op
   if (r) return;
   std::error_code ignored;
   detail::policy_call(addr, bytes, MPOL_DEFAULT, {}, {}, ignored);  // leave the range as it was
+  if (r.error == EPERM || r.error == EACCES) {  // a sandbox: a counted no-op, as for the other policies
+    detail::refusals.policies.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   ec = r.error == ENOSYS ? make_error_code(errc::feature_unavailable) : r.code();
 }
 inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options o) {
@@ -532,11 +565,14 @@ inline bool move_batch(std::vector<void*>& pages, std::size_t n, node_id target,
                        std::vector<int>& dest, std::error_code& ec) {
   status.assign(n, 0);
   const auto q = sys_move_pages(n, pages.data(), nullptr, status.data(), 0);
-  if (!q && q.error != ENOSYS) return report(q, ec), false;
+  if (!q && !refused(q.error)) return report(q, ec), false;
+  if (!q) residency_status(pages.data(), n, status.data());  // and nothing can be moved
   std::vector<void*> todo;
   for (std::size_t i = 0; i < n; ++i) {
-    const int s = q ? status[i] : target;  // no NUMA calls: all memory is "on" the only node
-    if (s == target) {
+    const int s = status[i];
+    if (!q && s != target && s != -ENOENT) {
+      count_failure(r, q.error);  // resident, elsewhere or unknown, and the kernel moves nothing
+    } else if (s == target) {
       ++r.already_there;
     } else if (s == -ENOENT || s == -EFAULT) {
       ++r.unpopulated;
@@ -549,6 +585,11 @@ inline bool move_batch(std::vector<void*>& pages, std::size_t n, node_id target,
     status.assign(todo.size(), 0);
     dest.assign(todo.size(), target);
     const auto m = sys_move_pages(todo.size(), todo.data(), dest.data(), status.data(), MPOL_MF_MOVE);
+    if (!m && refused(m.error)) {  // queries allowed, moves not
+      for (std::size_t i = 0; i < todo.size(); ++i) count_failure(r, m.error);
+      refusals.pages.fetch_add(todo.size(), std::memory_order_relaxed);
+      return true;
+    }
     if (!m && m.error != ENOENT) return report(m, ec), false;
     // Re-query: tail pages of a moved huge page report EBUSY, and ENOENT for the whole call
     // leaves status undefined.
@@ -653,8 +694,8 @@ inline placement where(const void* addr, std::size_t bytes, std::error_code& ec)
       status.assign(n, 0);
       const auto q = detail::sys_move_pages(n, pages.data(), nullptr, status.data(), 0);
       if (!q) {
-        if (q.error != ENOSYS) return detail::report(q, ec), false;
-        status.assign(n, 0);  // no NUMA calls: every resident page is on node 0
+        if (!detail::refused(q.error)) return detail::report(q, ec), false;
+        detail::residency_status(pages.data(), n, status.data());
       }
       for (std::size_t i = 0; i < n; ++i) p.add_status(status[i]);
       return true;

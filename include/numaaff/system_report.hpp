@@ -2,10 +2,18 @@
  * @file system_report.hpp
  * @brief What this machine and kernel let numaaff do, and what numaaff does about each gap.
  *
- * numaaff degrades instead of failing: on a one-node machine placement calls are correct
- * no-ops, and in a container whose seccomp profile forbids `mbind`/`move_pages` migrations are
- * counted as failed instead of crashing. It never pretends, though: this report, probed once
- * per process with harmless calls on a scratch page, says which case applies.
+ * numaaff degrades instead of failing. On a one-node machine placement calls are correct
+ * no-ops. In a container whose seccomp profile forbids the NUMA calls (`mbind`, `move_pages`,
+ * `get_mempolicy`, `set_mempolicy_home_node`: Docker's default without CAP_SYS_NICE):
+ * - allocations succeed, placed by first touch instead of bound;
+ * - policies (`bind`, `interleave`, `prefer`, `set_home_node`, `reset_policy`) are no-ops;
+ * - `move_to` moves nothing: pages not already where asked count as `failed` with EPERM;
+ * - `where` reports what mincore can tell: unpopulated pages, and resident ones on the only
+ *   node of a one-node machine, `unknown()` on several;
+ * - next-touch still opens every armed chunk (its migrations count as failed pages).
+ * None of these throws; refusal_stats() counts them. It never pretends, though: this report,
+ * probed once per process with harmless calls on a scratch page, says which case applies
+ * (the "sandbox" line).
  *
  * Probed:
  * - node count, distances and restriction (from topology::system());
@@ -66,7 +74,7 @@ struct capability_report {
   probe_state home_node = probe_state::no;         ///< set_mempolicy_home_node
   probe_state preferred_many = probe_state::no;    ///< MPOL_PREFERRED_MANY
   probe_state protnone_visible = probe_state::no;  ///< move_pages sees PROT_NONE pages
-  int unpopulated_status = -ENOENT;                ///< move_pages status of a never-touched page
+  int unpopulated_status = -ENOENT;                ///< move_pages status of a never-touched page (0: unknown)
   int numa_balancing = -1;                         ///< /proc/sys/kernel/numa_balancing, -1 unknown
   std::string transparent_hugepages;               ///< "always", "madvise", "never" or ""
   long max_map_count = -1;                         ///< vm.max_map_count, -1 unknown
@@ -78,9 +86,25 @@ struct capability_report {
     return node_count > 1 && numa_syscalls == probe_state::yes && migration == probe_state::yes;
   }
 
+  /// True when a sandbox (seccomp, a missing capability) denies the NUMA calls.
+  bool numa_calls_forbidden() const noexcept {
+    return numa_syscalls == probe_state::forbidden || migration == probe_state::forbidden;
+  }
+
   /// The report as text: one line per fact, then the topology (`numactl -H` style).
   std::string to_string() const;
 };
+
+/// What numaaff left undone because the kernel refused its NUMA calls (a sandbox): each a
+/// counted no-op instead of an error. Process-wide since start.
+struct refusal_statistics {
+  std::uint64_t policies_skipped = 0;  ///< policy calls that changed nothing
+  std::uint64_t mappings_unbound = 0;  ///< allocations left to first-touch placement
+  std::uint64_t pages_unmoved = 0;     ///< pages move_to could not move or where() could not locate
+};
+
+/// A snapshot of the refusal counters. Thread-safe, lock-free, no allocation.
+refusal_statistics refusal_stats() noexcept;
 
 /**
  * The report for this process, probed on first call and cached.
@@ -125,6 +149,15 @@ inline std::string errno_name(int e) {
     case EACCES: return "EACCES";
     default: return "errno " + std::to_string(e);
   }
+}
+
+/// A field of /proc/self/status ("Seccomp" -> "2"), "" when absent.
+inline std::string proc_status_field(const std::string& name) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.compare(0, name.size() + 1, name + ":") == 0) return std::string(trim(line.substr(name.size() + 1)));
+  return "";
 }
 
 inline const char* state_name(probe_state s) noexcept {
@@ -184,7 +217,8 @@ inline capability_report probe_capabilities(const topology& topo) {
     }
     void* untouched = base + 2 * ps;
     int unpop = 0;
-    if (detail::sys_move_pages(1, &untouched, nullptr, &unpop, 0) && unpop < 0) r.unpopulated_status = unpop;
+    const auto q = detail::sys_move_pages(1, &untouched, nullptr, &unpop, 0);
+    r.unpopulated_status = q ? (unpop < 0 ? unpop : -ENOENT) : 0;
     detail::sys_munmap(base, 3 * ps);
   }
   r.migration = (move_error == 0 && mbind_error == 0) ? probe_state::yes
@@ -209,14 +243,26 @@ inline capability_report probe_capabilities(const topology& topo) {
                            : "one node: placement and migration calls succeed as no-ops; the thread pool runs "
                              "one node"});
   r.items.push_back({"numa system calls", r.numa_syscalls, "get_mempolicy: " + errno_name(gm.error),
-                     r.numa_syscalls == probe_state::yes ? "used directly (mbind, move_pages, get_mempolicy)"
-                                                         : "every placement call is a no-op and says so"});
+                     r.numa_syscalls == probe_state::yes
+                         ? "used directly (mbind, move_pages, get_mempolicy)"
+                         : "policies are no-ops, allocations are placed by first touch, where() reports "
+                           "residency only (see refusal_stats())"});
   r.items.push_back({"page migration", r.migration,
                      "move_pages: " + errno_name(move_error) + ", mbind(MPOL_MF_MOVE): " + errno_name(mbind_error),
                      r.migration == probe_state::yes
                          ? "move_to and next-touch migrate pages"
-                         : "migrations are counted as failed pages (errc::migration_forbidden); next-touch "
-                           "still re-opens every armed range, so data stays reachable"});
+                         : "move_to moves nothing and counts such pages as failed; next-touch still "
+                           "re-opens every armed chunk, so data stays reachable"});
+  const std::string seccomp = detail::proc_status_field("Seccomp");
+  const bool sandboxed = r.numa_calls_forbidden();
+  r.items.push_back({"sandbox", sandboxed ? probe_state::forbidden : probe_state::no,
+                     (seccomp == "2"   ? std::string("seccomp filter active")
+                      : seccomp == "1" ? std::string("seccomp strict mode")
+                                       : std::string("no seccomp filter")) +
+                         (sandboxed ? "; the NUMA calls are denied (a container's seccomp profile, or no CAP_SYS_NICE)"
+                                    : "; the NUMA calls are allowed"),
+                     sandboxed ? "nothing throws for it: every placement call is a counted no-op (refusal_stats())"
+                               : "placement calls reach the kernel"});
   r.items.push_back({"set_mempolicy_home_node (5.17+)", r.home_node, errno_name(home_error),
                      r.home_node == probe_state::yes ? "set_home_node uses it"
                                                      : "set_home_node reports errc::feature_unavailable"});
@@ -228,7 +274,8 @@ inline capability_report probe_capabilities(const topology& topo) {
                      protnone_status >= 0 ? "status node " + std::to_string(protnone_status)
                                           : "status " + errno_name(-protnone_status),
                      "next-touch re-opens a chunk before moving it, which works on every kernel"});
-  r.items.push_back({"never-touched page status", probe_state::yes, errno_name(-r.unpopulated_status),
+  r.items.push_back({"never-touched page status", r.unpopulated_status != 0 ? probe_state::yes : probe_state::no,
+                     r.unpopulated_status != 0 ? errno_name(-r.unpopulated_status) : "unknown (move_pages refused)",
                      "where() counts -ENOENT and -EFAULT alike as unpopulated"});
   r.items.push_back({"automatic NUMA balancing", r.numa_balancing > 0 ? probe_state::yes : probe_state::no,
                      r.numa_balancing < 0 ? "unknown" : "kernel.numa_balancing=" + std::to_string(r.numa_balancing),
@@ -241,6 +288,14 @@ inline capability_report probe_capabilities(const topology& topo) {
   r.items.push_back({"vm.max_map_count", probe_state::yes, r.max_map_count < 0 ? "unknown" : std::to_string(r.max_map_count),
                      "next-touch merges chunks when mprotect runs out of mappings (ENOMEM)"});
   return r;
+}
+
+inline refusal_statistics refusal_stats() noexcept {
+  refusal_statistics s;
+  s.policies_skipped = detail::refusals.policies.load(std::memory_order_relaxed);
+  s.mappings_unbound = detail::refusals.mappings.load(std::memory_order_relaxed);
+  s.pages_unmoved = detail::refusals.pages.load(std::memory_order_relaxed);
+  return s;
 }
 
 inline const capability_report& system_report() {

@@ -5,6 +5,7 @@
 
 #include <numaif.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,6 +31,17 @@ struct raw_placement {
   }
 };
 
+inline std::vector<int> sysfs_nodes();
+
+/// A page's status when a sandbox denies move_pages (tests/numa_sandbox): not resident is
+/// unpopulated; resident is on the host's node when it has exactly one, unknown otherwise.
+inline int sandboxed_status(void* page) {
+  unsigned char vec = 0;
+  if (mincore(page, static_cast<std::size_t>(sysconf(_SC_PAGESIZE)), &vec) != 0 || (vec & 1) == 0) return -ENOENT;
+  const std::vector<int> nodes = sysfs_nodes();
+  return nodes.size() == 1 ? nodes.front() : -EPERM;
+}
+
 /// Where the pages of [addr, addr + bytes) are, per the kernel (move_pages with nodes = NULL).
 inline raw_placement query_pages(const void* addr, std::size_t bytes) {
   const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
@@ -43,7 +55,8 @@ inline raw_placement query_pages(const void* addr, std::size_t bytes) {
   for (std::size_t i = 0; i < pages.size(); i += batch) {
     const std::size_t n = pages.size() - i < batch ? pages.size() - i : batch;
     if (move_pages(0, n, pages.data() + i, nullptr, status.data() + i, 0) != 0) {
-      for (std::size_t k = 0; k < n; ++k) status[i + k] = -errno;
+      const int error = errno;
+      for (std::size_t k = 0; k < n; ++k) status[i + k] = error == EPERM ? sandboxed_status(pages[i + k]) : -error;
     }
   }
   for (int s : status) {

@@ -79,14 +79,24 @@ struct node_arena {
   central_list lists[class_count];
 };
 
+/// The call behind the calling thread's last failed allocation, so that the throwing forms
+/// name it (the error codes alone cannot tell an mmap failure from an mbind one).
+inline thread_local sys failed_allocation_call = sys::mmap;
+
 /// mbind a fresh mapping to one node. MPOL_PREFERRED when not strict.
 inline std::error_code bind_mapping(void* p, std::size_t len, int node, const placement_options& o) noexcept {
   constexpr std::size_t bits = 8 * sizeof(unsigned long);
   unsigned long mask[max_nodes / bits] = {};
   mask[static_cast<std::size_t>(node) / bits] |= 1UL << (static_cast<std::size_t>(node) % bits);
   const auto r = sys_mbind(p, len, o.strict ? MPOL_BIND : MPOL_PREFERRED, mask, max_nodes + 1, 0);
-  if (r || r.error == ENOSYS) return {};
-  return r.code();
+  if (r) return {};
+  if (!refused(r.error)) {
+    failed_allocation_call = sys::mbind;
+    return r.code();
+  }
+  // No NUMA, or a sandbox: the memory is still good, placed by its first touch.
+  if (r.error != ENOSYS) refusals.mappings.fetch_add(1, std::memory_order_relaxed);
+  return {};
 }
 
 /// A mapping of `len` bytes (page multiple) whose start is aligned to `align` (power of two).
@@ -100,6 +110,7 @@ inline void* map_aligned(std::size_t len, std::size_t align, std::error_code& ec
   }
   const auto m = sys_mmap(span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
   if (!m) {
+    failed_allocation_call = sys::mmap;
     ec = m.code();
     return nullptr;
   }
@@ -160,6 +171,7 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
     if (!r) {
       if (r.error == ENOMEM) {
         sys_munmap(p, len);
+        failed_allocation_call = sys::madvise;
         ec = r.code();
         return nullptr;
       }

@@ -11,7 +11,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstddef>
+#include <cstdint>
 
 #ifndef MPOL_PREFERRED_MANY
 #define MPOL_PREFERRED_MANY 5  // Linux 5.15
@@ -21,6 +24,23 @@ namespace numaaff::detail {
 
 // The same number on every architecture: syscalls added after 5.1 share one table.
 inline constexpr long nr_set_mempolicy_home_node = 450;
+
+/**
+ * True when the kernel will not make a NUMA call for this process at all: it has no NUMA
+ * support (ENOSYS), or a sandbox denies the call (Docker's default seccomp profile without
+ * CAP_SYS_NICE answers EPERM; others EACCES). None of these errors has another cause for the
+ * arguments numaaff passes (no MPOL_MF_MOVE_ALL, pid 0). Placement then degrades to counted
+ * no-ops instead of failing: see system_report.hpp.
+ */
+constexpr bool refused(int error) noexcept { return error == ENOSYS || error == EPERM || error == EACCES; }
+
+/// What numaaff did not do because the kernel refused the call (process-wide, relaxed).
+struct refusal_counters {
+  std::atomic<std::uint64_t> policies{0};  ///< policy calls (bind, interleave, ...) that were no-ops
+  std::atomic<std::uint64_t> mappings{0};  ///< allocations left to first-touch placement
+  std::atomic<std::uint64_t> pages{0};     ///< pages move_to could not move or where() could not locate
+};
+inline refusal_counters refusals;
 
 inline sys_result<long> sys_mbind(void* addr, std::size_t len, int mode, const unsigned long* mask,
                                   unsigned long maxnode, unsigned flags) noexcept {

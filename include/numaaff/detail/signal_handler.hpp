@@ -85,15 +85,20 @@ inline void segv_handler(int sig, siginfo_t* info, void* context) noexcept {
  * holding the kernel's own frame cannot spare.
  */
 inline void bind_handler_calls() noexcept {
+  // Raw calls, not through call(): binding must not consume a test's injected failure.
   static char byte = 0;
   static std::atomic<std::uint32_t> word{0};
-  const auto page = align_down(reinterpret_cast<std::uintptr_t>(&byte), page_size());
-  sys_mprotect(reinterpret_cast<void*>(page), 0, PROT_READ | PROT_WRITE);
-  sys_move_pages(0, nullptr, nullptr, nullptr, MPOL_MF_MOVE);
-  fully_mapped(page, page + page_size());
-  (void)readable(reinterpret_cast<std::uintptr_t>(&byte));
+  void* page = reinterpret_cast<void*>(align_down(reinterpret_cast<std::uintptr_t>(&byte), page_size()));
+  ::mprotect(page, 0, PROT_READ | PROT_WRITE);
+  ::move_pages(0, 0, nullptr, nullptr, nullptr, MPOL_MF_MOVE);
+  unsigned char resident = 0;
+  ::mincore(page, page_size(), &resident);
+  char copy = 0;
+  iovec local{&copy, 1};
+  iovec remote{&byte, 1};
+  ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
   unsigned cpu = 0, node = 0;
-  call(sys::getcpu, [&] { return ::getcpu(&cpu, &node); });
+  ::getcpu(&cpu, &node);
   (void)monotonic_ns();
   futex_wake(word, 1);
   ::sched_yield();
