@@ -31,6 +31,7 @@ using numaaff::node_id;
 using numaaff_test::arrivals;
 using numaaff_test::block_node;
 using numaaff_test::gate;
+using numaaff_test::hang_guard;
 using numaaff_test::run_stealable_and_wait;
 using numaaff_test::worker_node;
 using numaaff::node_policy;
@@ -514,6 +515,30 @@ TEST(ThreadPoolHost, TaskGroupRethrowsTheFirstExceptionAfterAllFinished) {
   EXPECT_THROW(g.wait(), std::runtime_error);
   EXPECT_EQ(done.load(), 90);
   EXPECT_NO_THROW(g.wait());
+}
+
+/// A callable whose copy fails, as a copy of captured state does when memory runs out.
+struct throws_when_copied {
+  std::atomic<int>* ran;
+  explicit throws_when_copied(std::atomic<int>* r) : ran(r) {}
+  throws_when_copied(const throws_when_copied& o) : ran(o.ran) { throw std::bad_alloc(); }
+  void operator()() const { ran->fetch_add(1); }
+};
+
+TEST(ThreadPoolHost, TaskGroupRunThatThrowsLeavesTheGroupConsistent) {
+  // The failed runs used to stay counted as pending: wait() and the destructors hung.
+  hang_guard guard(std::chrono::seconds(20), "a task_group after a run() that threw");
+  std::atomic<int> ran{0};
+  thread_pool pool;
+  numaaff::task_group g(pool);
+  const throws_when_copied bad(&ran);
+  EXPECT_THROW(g.run(bad), std::bad_alloc);
+  EXPECT_THROW(g.run(pool.nodes().front(), bad), std::bad_alloc);
+  EXPECT_THROW(g.run(-1, [&] { ran.fetch_add(100); }), std::invalid_argument);  // not a pool node
+  g.run([&] { ran.fetch_add(1); });
+  g.wait();
+  EXPECT_EQ(ran.load(), 1);
+  pool.wait();
 }
 
 TEST(ThreadPoolHost, ParallelForVisitsEveryIndexOnce) {

@@ -470,15 +470,19 @@ class task_group {
   task_group& operator=(const task_group&) = delete;
 
   /// Runs `f()` on a homenode chosen by the pool's policy (stealable after the delay).
+  /// If copying `f` or allocating the task throws, the exception propagates and the group is
+  /// as before the call (wait() does not wait for the task that was not created).
   template <class F>
   void run(F&& f) {
-    pool_.enqueue(pool_.make_task(std::forward<F>(f), pool_.policy_node(), false, add()));
+    pool_.enqueue(pool_.make_task(std::forward<F>(f), pool_.policy_node(), false, &state_));
   }
   /// Runs `f()` with `homenode` as its homenode (stealable after the delay, like parallel_for
   /// blocks; use thread_pool::submit(node, f) for work that must not leave the node).
+  /// @throws std::invalid_argument if `homenode` is not one of the pool's nodes (the group is
+  /// unchanged, as when copying `f` throws).
   template <class F>
   void run(node_id homenode, F&& f) {
-    pool_.enqueue(pool_.make_task(std::forward<F>(f), pool_.checked_node(homenode, "task_group::run"), false, add()));
+    pool_.enqueue(pool_.make_task(std::forward<F>(f), pool_.checked_node(homenode, "task_group::run"), false, &state_));
   }
   /// Helps until every task of the group has finished; rethrows the first exception.
   void wait() {
@@ -488,10 +492,6 @@ class task_group {
 
  private:
   friend class thread_pool;
-  detail::group_state* add() noexcept {
-    if (state_.pending.fetch_add(1, std::memory_order_seq_cst) == 0) pool_.active_groups_.fetch_add(1, std::memory_order_seq_cst);
-    return &state_;
-  }
   thread_pool& pool_;
   detail::group_state state_;
 };
@@ -733,20 +733,37 @@ inline std::size_t thread_pool::policy_node() {
 }
 
 inline void thread_pool::enqueue(detail::pool_task* t) {
-  // A group's task is counted by its group (one shared counter per task, not two).
-  if (t->group == nullptr) all_.pending.fetch_add(1, std::memory_order_relaxed);
+  // Counted here, once the task exists (a callable whose copy threw, or a node that was
+  // refused, never counts: wait() must not wait for a task that was never made) and before it
+  // is queued (a worker may finish it at once). A group's task is counted by its group (one
+  // shared counter per task, not two).
+  detail::group_state* const g = t->group;
+  if (g == nullptr) all_.pending.fetch_add(1, std::memory_order_relaxed);
+  else if (g->pending.fetch_add(1, std::memory_order_seq_cst) == 0) active_groups_.fetch_add(1, std::memory_order_seq_cst);
   const std::size_t ni = index_of(t->home);
+  const bool bound = t->bound;  // read before queueing: a worker may run and free `t` at once
   detail::pool_node& n = *nodes_[ni];
   detail::pool_worker* self = is_own_worker() ? detail::this_worker.self : nullptr;
   detail::external_slot* slot = nullptr;
-  if (!t->bound && self != nullptr && self->node_index == ni) {
-    self->deque.push(t);
-  } else if (!t->bound && self == nullptr && (slot = own_slot(ni)) != nullptr) {
-    slot->deque.push(t);
-  } else {
-    push_to_queue(n, t);
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+  try {
+#endif
+    if (!bound && self != nullptr && self->node_index == ni) {
+      self->deque.push(t);
+    } else if (!bound && self == nullptr && (slot = own_slot(ni)) != nullptr) {
+      slot->deque.push(t);
+    } else {
+      push_to_queue(n, t);
+    }
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+  } catch (...) {
+    // A deque or queue that could not grow: the task is not queued, so it is not counted.
+    delete t;
+    finish(g);
+    throw;
   }
-  wake_for(ni, t->bound);
+#endif
+  wake_for(ni, bound);
 }
 
 inline void thread_pool::push_to_queue(detail::pool_node& n, detail::pool_task* t) {
@@ -855,9 +872,11 @@ inline detail::pool_task* thread_pool::steal_from(std::size_t ni, const detail::
     if (s->node_index.load(std::memory_order_relaxed) != ni) continue;
     if (detail::pool_task* t = s->deque.steal()) {
       if (t->home == n.node) return t;
-      // The slot changed nodes between the check and the steal: the task goes home instead.
-      push_to_queue(*nodes_[index_of(t->home)], t);
-      wake_for(index_of(t->home), false);
+      // The slot changed nodes between the check and the steal: the task goes home instead
+      // (its node found before it is queued: a worker there may run and free it at once).
+      const std::size_t home = index_of(t->home);
+      push_to_queue(*nodes_[home], t);
+      wake_for(home, false);
     }
   }
   return nullptr;
@@ -1133,7 +1152,7 @@ void thread_pool::for_each_node(F&& f) {
   task_group g(*this);
   for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
     const node_id n = node_ids_[ni];
-    g.pool_.enqueue(make_task([&f, n] { f(n); }, ni, true, g.add()));
+    g.pool_.enqueue(make_task([&f, n] { f(n); }, ni, true, &g.state_));
   }
   g.wait();
 }

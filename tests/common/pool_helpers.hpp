@@ -1,5 +1,6 @@
 // Helpers for thread-pool tests: gates tasks can block on, occupying a node's workers, running
-// stealable work without the caller helping, and the pool's view of the running worker's node.
+// stealable work without the caller helping, the pool's view of the running worker's node, and
+// a guard that turns a hang into a failure.
 #pragma once
 
 #include <numaaff/thread_pool.hpp>
@@ -7,8 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
 
 namespace numaaff_test {
@@ -42,6 +46,39 @@ class arrivals {
 
  private:
   std::atomic<int> n_{0};
+};
+
+/// Ends the test program if it is still alive after `limit`: a test of "this returns" then
+/// fails in seconds instead of hanging until ctest's timeout. Disarmed by its destructor.
+class hang_guard {
+ public:
+  hang_guard(std::chrono::seconds limit, std::string what) : what_(std::move(what)) {
+    watcher_ = std::thread([this, limit] {
+      std::unique_lock<std::mutex> g(m_);
+      if (!cv_.wait_for(g, limit, [&] { return done_; })) {
+        std::fprintf(stderr, "hang_guard: %s did not return within %lld s\n", what_.c_str(),
+                     static_cast<long long>(limit.count()));
+        std::_Exit(1);  // no destructor may wait for the hung threads
+      }
+    });
+  }
+  hang_guard(const hang_guard&) = delete;
+  hang_guard& operator=(const hang_guard&) = delete;
+  ~hang_guard() {
+    {
+      std::lock_guard<std::mutex> g(m_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    watcher_.join();
+  }
+
+ private:
+  std::string what_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread watcher_;
 };
 
 /// The node of the worker running the caller (the pool's own view: synthetic nodes are logical).
