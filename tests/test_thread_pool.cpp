@@ -308,6 +308,35 @@ TEST(ThreadPoolSynthetic, ParallelForBlocksRunOnTheirNodes) {
     }
 }
 
+TEST(ThreadPoolSynthetic, ParallelForReportsBlocksThatCancelDiscarded) {
+  // Two nodes: the caller of parallel_for only waits, so only the (blocked) workers run blocks.
+  thread_pool pool(synthetic("pack:2 numa:1 core:1 pu:1"));
+  gate g;
+  arrivals in;
+  for (node_id n : pool.nodes()) block_node(pool, n, g, in);
+  in.await(static_cast<int>(pool.worker_count()));
+  std::atomic<std::size_t> dropped{0};
+  std::thread canceller([&] {
+    // Cancels once some blocks are queued (those queued later run when the gate opens).
+    std::size_t n = 0;
+    while ((n = pool.cancel()) == 0) std::this_thread::yield();
+    dropped.store(n);
+    g.open();
+  });
+  std::atomic<std::size_t> visited{0};
+  try {
+    pool.parallel_for(0, 64, [&](std::size_t) { visited.fetch_add(1); }, 1);
+    ADD_FAILURE() << "parallel_for returned normally with " << dropped.load() << " of 64 blocks discarded";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::operation_canceled) << e.what();
+    EXPECT_NE(std::string(e.what()).find("parallel_for"), std::string::npos) << e.what();
+  }
+  canceller.join();
+  pool.wait();  // the gate's tasks have left it before it goes
+  EXPECT_GT(dropped.load(), 0u);
+  EXPECT_EQ(visited.load() + dropped.load(), 64u);
+}
+
 TEST(ThreadPoolSynthetic, ForEachNodeRunsOnceOnEachNode) {
   auto o = synthetic("pack:4 numa:1 core:2 pu:1");
   o.steal = steal_mode::free;  // even so, for_each_node work is bound to its node
@@ -581,6 +610,33 @@ TEST(ThreadPoolHost, CancelDiscardsWhatHasNotStarted) {
       EXPECT_EQ(e.code(), std::future_errc::broken_promise);
     }
   }
+}
+
+TEST(ThreadPoolHost, CancelledTaskGroupTasksMakeWaitThrow) {
+  thread_pool pool;
+  gate g;
+  arrivals in;
+  for (node_id n : pool.nodes()) block_node(pool, n, g, in);
+  in.await(static_cast<int>(pool.worker_count()));
+  numaaff::task_group tg(pool);
+  std::atomic<int> ran{0};
+  for (int k = 0; k < 10; ++k) tg.run([&] { ran.fetch_add(1); });
+  EXPECT_EQ(pool.cancel(), 10u);
+  g.open();
+  try {
+    tg.wait();
+    ADD_FAILURE() << "task_group::wait returned normally after cancel() discarded its tasks";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), std::errc::operation_canceled) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cancel()"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(ran.load(), 0);
+  // Reported once; the group is reusable.
+  EXPECT_NO_THROW(tg.wait());
+  tg.run([&] { ran.fetch_add(1); });
+  EXPECT_NO_THROW(tg.wait());
+  EXPECT_EQ(ran.load(), 1);
+  pool.wait();  // the gate's tasks have left it before it goes
 }
 
 TEST(ThreadPoolHost, DestructorFinishesPendingWork) {

@@ -13,6 +13,9 @@
  * - Conditions that have no errno (for instance: some pages could not be migrated) use
  *   `numaaff::errc` in `numaaff::error_category()`, also delivered as `std::system_error`, so
  *   a user catches one type.
+ * - Work that thread_pool::cancel() discarded is reported by the wait that expected it
+ *   (task_group::wait, parallel_for, for_each_node) as `std::system_error` with
+ *   `std::errc::operation_canceled`, never by a normal return.
  * - A machine with one node, or a container that forbids migration, is not an error: the
  *   operation degrades to a correct no-op and the capability report (system_report.hpp) says so.
  */

@@ -33,8 +33,9 @@
  * Lifetime. A task's exception reaches its future (submit), its task_group (wait() rethrows the
  * first) or, for post(), the pool (wait() rethrows the first); a worker never dies. The
  * destructor finishes every submitted task, including the tasks they submit, then joins the
- * workers; cancel() first discards what has not started (their futures then hold
- * std::future_errc::broken_promise).
+ * workers. cancel() discards what has not started, and never silently: their futures hold
+ * std::future_errc::broken_promise, and the task_group, parallel_for or for_each_node they
+ * belong to throws std::system_error with std::errc::operation_canceled from its wait.
  *
  * One node (or a container without NUMA): one node's workers, no remote stealing, the same
  * semantics. Under `taskset`, `numactl -N`, cgroup cpusets or `mpirun --bind-to numa` the pool
@@ -72,6 +73,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -161,6 +163,7 @@ struct group_state {
   std::atomic<std::size_t> pending{0};
   std::atomic<bool> failed{false};
   std::exception_ptr error;  // written by the one task that set `failed`, read once pending is 0
+  std::atomic<bool> cancelled{false};  // cancel() discarded some of its tasks
 
   void capture(std::exception_ptr e) noexcept {
     bool expected = false;
@@ -174,6 +177,14 @@ struct group_state {
     error = nullptr;
     failed.store(false, std::memory_order_release);
     return e;
+  }
+  /// Once pending is 0: rethrows the first task's exception, else reports the tasks cancel()
+  /// discarded (so a wait never returns as if they had run); the group then starts afresh.
+  /// `what` names the wait and what was discarded.
+  void rethrow(const char* what) {
+    const bool discarded = cancelled.exchange(false, std::memory_order_relaxed);
+    if (std::exception_ptr e = take_error()) std::rethrow_exception(e);
+    if (discarded) throw_system_error(std::make_error_code(std::errc::operation_canceled), what);
   }
 };
 
@@ -321,13 +332,20 @@ class thread_pool {
 
   /**
    * Blocks until every task submitted so far, and every task those submit, has finished; then
-   * rethrows the first exception a post()ed task threw since the last wait().
+   * rethrows the first exception a post()ed task threw since the last wait(). Tasks cancel()
+   * discarded are not reported here (the caller of cancel() learnt their number): submit()'s
+   * futures and task_groups report their own.
    * @throws std::invalid_argument from a task of this pool (it would wait for itself).
    */
   void wait();
 
-  /// Discards the tasks that have not started; running ones finish. Their futures report
-  /// std::future_errc::broken_promise. @return how many were discarded.
+  /**
+   * Discards the tasks that have not started; running ones finish. Every discarded task is
+   * reported where its result was expected: a submit() future holds
+   * std::future_errc::broken_promise; the wait() of its task_group, and parallel_for and
+   * for_each_node, throw std::system_error with std::errc::operation_canceled (unless a task
+   * of theirs threw first: that exception is rethrown instead). @return how many were discarded.
+   */
   std::size_t cancel();
 
   /**
@@ -339,11 +357,14 @@ class thread_pool {
    * homenode (stealable after the delay, and only while every worker of their node is running a
    * task). The caller blocks until all are done (a worker helps run them meanwhile; an outside
    * thread only on a one-node machine, see task_group); the first exception is rethrown.
+   * @throws std::system_error with std::errc::operation_canceled if cancel() discarded blocks
+   * (the indices of those blocks were not visited).
    */
   template <class F>
   void parallel_for(std::size_t first, std::size_t last, F&& f, std::size_t grain = 0);
 
-  /// Runs `f(node)` once on a worker of each of the pool's nodes; waits; rethrows.
+  /// Runs `f(node)` once on a worker of each of the pool's nodes; waits; rethrows. Throws
+  /// std::system_error (std::errc::operation_canceled) if cancel() discarded some of the calls.
   template <class F>
   void for_each_node(F&& f);
 
@@ -485,13 +506,17 @@ class task_group {
     pool_.enqueue(pool_.make_task(std::forward<F>(f), pool_.checked_node(homenode, "task_group::run"), false, &state_));
   }
   /// Helps until every task of the group has finished; rethrows the first exception.
-  void wait() {
-    pool_.help_until_done(state_);
-    if (std::exception_ptr e = state_.take_error()) std::rethrow_exception(e);
-  }
+  /// @throws std::system_error with std::errc::operation_canceled if, with no task throwing,
+  /// thread_pool::cancel() discarded some of the group's tasks. Either way the group is then
+  /// empty and may be reused.
+  void wait() { wait_and_report("task_group::wait: tasks discarded by thread_pool::cancel()"); }
 
  private:
   friend class thread_pool;
+  void wait_and_report(const char* what) {
+    pool_.help_until_done(state_);
+    state_.rethrow(what);
+  }
   thread_pool& pool_;
   detail::group_state state_;
 };
@@ -1087,6 +1112,9 @@ inline std::size_t thread_pool::cancel() {
       if (t == nullptr) break;
       detail::group_state* g = t->group;
       delete t;
+      // Its group's wait must not return as if it had run (set before finish(): after it, the
+      // group may be gone).
+      if (g != nullptr) g->cancelled.store(true, std::memory_order_relaxed);
       finish(g);
       ++dropped;
     }
@@ -1144,7 +1172,7 @@ void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, std::
       }
     });
   }
-  g.wait();
+  g.wait_and_report("thread_pool::parallel_for: blocks discarded by thread_pool::cancel()");
 }
 
 template <class F>
@@ -1154,7 +1182,7 @@ void thread_pool::for_each_node(F&& f) {
     const node_id n = node_ids_[ni];
     g.pool_.enqueue(make_task([&f, n] { f(n); }, ni, true, &g.state_));
   }
-  g.wait();
+  g.wait_and_report("thread_pool::for_each_node: calls discarded by thread_pool::cancel()");
 }
 
 inline thread_pool_stats thread_pool::stats() const noexcept {
