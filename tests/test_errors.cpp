@@ -26,7 +26,7 @@ TEST(Errors, CategoryNamesAndMessages) {
   EXPECT_EQ(&ec.category(), &numaaff::error_category());
   EXPECT_EQ(ec.message(), "some pages could not be migrated");
   EXPECT_NE(numaaff::error_category().message(999).find("999"), std::string::npos);
-  for (int e = 1; e <= 8; ++e) EXPECT_FALSE(numaaff::error_category().message(e).empty()) << e;
+  for (int e = 1; e <= 9; ++e) EXPECT_FALSE(numaaff::error_category().message(e).empty()) << e;
 }
 
 TEST(Errors, EquivalentToPortableConditions) {

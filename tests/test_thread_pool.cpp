@@ -639,6 +639,39 @@ TEST(ThreadPoolHost, CancelledTaskGroupTasksMakeWaitThrow) {
   pool.wait();  // the gate's tasks have left it before it goes
 }
 
+TEST(ThreadPoolHost, AForkedChildGetsAClearErrorAndCanDestroyThePool) {
+  auto pool = std::make_unique<thread_pool>();
+  pool->parallel_for(0, 1000, [](std::size_t) {});  // the workers have run: spinning or asleep
+  const std::string child = numaaff_test::run_in_child(10, [&] {
+    // Each use must throw the documented error (it used to queue work no worker would run, or
+    // wait for it forever); the bits of the exit status say which did not.
+    const auto refused = [](auto&& use) {
+      try {
+        use();
+      } catch (const std::system_error& e) {
+        return e.code() == numaaff::errc::used_after_fork && std::string(e.what()).find("fork()") != std::string::npos;
+      } catch (...) {
+      }
+      return false;
+    };
+    int status = 0;
+    if (!refused([&] { pool->submit([] { return 1; }); })) status |= 1;
+    if (!refused([&] { pool->post([] {}); })) status |= 2;
+    if (!refused([&] { pool->parallel_for(0, 100, [](std::size_t) {}); })) status |= 4;
+    if (!refused([&] {
+          numaaff::task_group g(*pool);
+          g.run([] {});
+        }))
+      status |= 8;
+    if (!refused([&] { pool->wait(); })) status |= 16;
+    pool.reset();  // must return: nothing to join, nothing to finish
+    return status;
+  });
+  EXPECT_EQ(child, "") << "exit status bits: 1 submit, 2 post, 4 parallel_for, 8 task_group::run, 16 wait";
+  // The parent's pool is untouched.
+  EXPECT_EQ(pool->submit([] { return 7; }).get(), 7);
+}
+
 TEST(ThreadPoolHost, DestructorFinishesPendingWork) {
   std::atomic<int> ran{0};
   {

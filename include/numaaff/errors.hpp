@@ -37,6 +37,7 @@ enum class errc {
   not_this_system,          ///< the topology is synthetic or loaded from XML: nothing is bound
   feature_unavailable,      ///< the running kernel lacks the call (e.g. set_mempolicy_home_node)
   too_many_ranges,          ///< the next-touch registry is full (disarm finished ranges)
+  used_after_fork,          ///< a thread_pool made before fork() was used in the child
 };
 
 namespace detail {
@@ -53,6 +54,8 @@ class numaaff_category final : public std::error_category {
       case errc::not_this_system: return "the topology does not describe this system";
       case errc::feature_unavailable: return "the running kernel does not provide this feature";
       case errc::too_many_ranges: return "too many ranges are armed for next-touch at once";
+      case errc::used_after_fork:
+        return "the thread pool was created before fork(): its workers exist only in the parent process";
     }
     return "unknown numaaff error " + std::to_string(code);
   }

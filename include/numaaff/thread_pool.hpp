@@ -37,6 +37,12 @@
  * std::future_errc::broken_promise, and the task_group, parallel_for or for_each_node they
  * belong to throws std::system_error with std::errc::operation_canceled from its wait.
  *
+ * fork(). A child process has none of the workers of a pool its parent made, and may find the
+ * pool's queues locked by one of them: every member that would submit or wait there (submit,
+ * post, wait, cancel, parallel_for, for_each_node, task_group::run and wait) throws
+ * std::system_error with numaaff::errc::used_after_fork instead, and the destructor returns at
+ * once (its queued tasks stay with the parent). Make a new pool in the child.
+ *
  * One node (or a container without NUMA): one node's workers, no remote stealing, the same
  * semantics. Under `taskset`, `numactl -N`, cgroup cpusets or `mpirun --bind-to numa` the pool
  * uses only the CPUs the process may run on and the nodes that have such CPUs.
@@ -58,6 +64,7 @@
 #include "detail/work_deque.hpp"
 #include "topology.hpp"
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <algorithm>
@@ -271,6 +278,18 @@ struct external_binding {
 inline thread_local external_binding this_external{};
 inline std::atomic<std::uint64_t> next_pool_id{1};
 
+/// How many fork()s lie between this process and the first: a child counts one more than its
+/// parent (a pthread_atfork handler). A pool compares it with the count at its construction, a
+/// load per call where getpid() would be a system call. (A raw clone() or vfork() is not seen:
+/// their child may only exec or exit anyway.)
+inline std::atomic<unsigned> forks_seen{0};
+inline unsigned fork_count() noexcept {
+  static const bool registered =
+      ::pthread_atfork(nullptr, nullptr, [] { forks_seen.fetch_add(1, std::memory_order_relaxed); }) == 0;
+  (void)registered;  // without the handler (no memory) a child is not detected, as before
+  return forks_seen.load(std::memory_order_relaxed);
+}
+
 /// The pool a thread works for, if any, and which worker it is.
 struct worker_context {
   const thread_pool* pool = nullptr;
@@ -284,7 +303,8 @@ inline thread_local worker_context this_worker{};
  * The node-affine pool (see the file comment). Thread safety: every member may be called
  * from any thread, including from tasks, except the destructor, cancel() during destruction and
  * wait() from a task of the same pool (std::invalid_argument: it would wait for itself; use a
- * task_group).
+ * task_group). In a child process forked after the pool was made, the members that submit or
+ * wait throw std::system_error with numaaff::errc::used_after_fork (see the file comment).
  */
 class thread_pool {
  public:
@@ -301,7 +321,8 @@ class thread_pool {
    */
   explicit thread_pool(const thread_pool_options& options);
 
-  /// Finishes all submitted work (including what it submits), then joins the workers.
+  /// Finishes all submitted work (including what it submits), then joins the workers. In a
+  /// forked child it returns at once: the workers are the parent's, the work stays there.
   ~thread_pool();
 
   thread_pool(const thread_pool&) = delete;
@@ -311,22 +332,26 @@ class thread_pool {
   /// shared state; never blocks. @return std::future of f's result (or exception).
   template <class F>
   auto submit(F&& f) {
+    check_process("thread_pool::submit");
     return submit_to(policy_node(), false, std::forward<F>(f));
   }
   /// Runs `f()` on a CPU of `homenode` (bound: never stolen by another node).
   /// @throws std::invalid_argument if `homenode` is not one of the pool's nodes.
   template <class F>
   auto submit(node_id homenode, F&& f) {
+    check_process("thread_pool::submit");
     return submit_to(checked_node(homenode, "submit"), true, std::forward<F>(f));
   }
 
   /// Fire-and-forget submit: no future (cheaper); an exception is kept for wait() to rethrow.
   template <class F>
   void post(F&& f) {
+    check_process("thread_pool::post");
     enqueue(make_task(std::forward<F>(f), policy_node(), false, nullptr));
   }
   template <class F>
   void post(node_id homenode, F&& f) {
+    check_process("thread_pool::post");
     enqueue(make_task(std::forward<F>(f), checked_node(homenode, "post"), true, nullptr));
   }
 
@@ -451,6 +476,13 @@ class thread_pool {
   detail::pool_node& node_state(std::size_t i) const noexcept { return *nodes_[i]; }
   const detail::pool_worker& worker_at(std::size_t i) const;
   bool is_own_worker() const noexcept { return detail::this_worker.pool == this; }
+  /// True in a child forked after the pool was made: its workers are the parent's.
+  bool forked() const noexcept { return detail::forks_seen.load(std::memory_order_relaxed) != forks_; }
+  /// Throws in such a child, before the call allocates a task or touches a queue (a worker of
+  /// the parent may have held a queue's lock at the fork, and none would run the task).
+  void check_process(const char* fn) const {
+    if (forked()) detail::throw_system_error(errc::used_after_fork, fn);
+  }
   std::vector<index_block> blocks(std::size_t first, std::size_t last, std::size_t grain) const;
 
   static constexpr std::size_t no_node = static_cast<std::size_t>(-1);
@@ -466,6 +498,7 @@ class thread_pool {
   std::atomic<long> active_groups_{0};  // task_groups with work pending
   std::vector<std::shared_ptr<detail::external_slot>> slots_;
   const std::uint64_t id_ = detail::next_pool_id.fetch_add(1, std::memory_order_relaxed);
+  const unsigned forks_ = detail::fork_count();  // registers the fork counter, then reads it
   std::atomic<bool> stop_{false};
   std::atomic<std::size_t> round_robin_{0};
   bool bound_ = false;
@@ -484,7 +517,7 @@ class task_group {
  public:
   explicit task_group(thread_pool& pool) noexcept : pool_(pool) {}
   ~task_group() {
-    pool_.help_until_done(state_);
+    if (!pool_.forked()) pool_.help_until_done(state_);  // in a forked child nothing would finish
     state_.take_error();
   }
   task_group(const task_group&) = delete;
@@ -495,6 +528,7 @@ class task_group {
   /// as before the call (wait() does not wait for the task that was not created).
   template <class F>
   void run(F&& f) {
+    pool_.check_process("task_group::run");
     pool_.enqueue(pool_.make_task(std::forward<F>(f), pool_.policy_node(), false, &state_));
   }
   /// Runs `f()` with `homenode` as its homenode (stealable after the delay, like parallel_for
@@ -503,13 +537,17 @@ class task_group {
   /// unchanged, as when copying `f` throws).
   template <class F>
   void run(node_id homenode, F&& f) {
+    pool_.check_process("task_group::run");
     pool_.enqueue(pool_.make_task(std::forward<F>(f), pool_.checked_node(homenode, "task_group::run"), false, &state_));
   }
   /// Helps until every task of the group has finished; rethrows the first exception.
   /// @throws std::system_error with std::errc::operation_canceled if, with no task throwing,
   /// thread_pool::cancel() discarded some of the group's tasks. Either way the group is then
   /// empty and may be reused.
-  void wait() { wait_and_report("task_group::wait: tasks discarded by thread_pool::cancel()"); }
+  void wait() {
+    pool_.check_process("task_group::wait");
+    wait_and_report("task_group::wait: tasks discarded by thread_pool::cancel()");
+  }
 
  private:
   friend class thread_pool;
@@ -668,6 +706,14 @@ inline thread_pool::thread_pool(const thread_pool_options& options)
 }
 
 inline thread_pool::~thread_pool() {
+  if (forked()) {
+    // The workers do not exist here and nothing would finish the queued tasks (they leak).
+    // Joining would wait forever; detaching would write to descriptors that glibc recycled,
+    // at the fork, for the child's next threads. So the handles are dropped without a call:
+    // new empty threads take their storage (no destructor runs on the old ones).
+    for (auto& w : workers_) ::new (static_cast<void*>(&w->thread)) std::thread();
+    return;
+  }
   help_until_done(all_);
   stop_.store(true, std::memory_order_seq_cst);
   for (auto& n : nodes_) n->sleep.notify_all();
@@ -1095,6 +1141,7 @@ inline void thread_pool::help_until_done(detail::group_state& g) {
 }
 
 inline void thread_pool::wait() {
+  check_process("thread_pool::wait");
   if (is_own_worker())
     detail::throw_invalid_argument("thread_pool::wait: called from one of the pool's tasks, it would wait for itself "
                                    "(use a task_group)");
@@ -1103,6 +1150,7 @@ inline void thread_pool::wait() {
 }
 
 inline std::size_t thread_pool::cancel() {
+  check_process("thread_pool::cancel");
   std::size_t dropped = 0;
   for (auto& np : nodes_) {
     detail::pool_node& n = *np;
@@ -1162,6 +1210,7 @@ template <class F>
 void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, std::size_t grain) {
   constexpr bool ranged = std::is_invocable_v<F&, std::size_t, std::size_t>;
   static_assert(ranged || std::is_invocable_v<F&, std::size_t>, "parallel_for: f must take (index) or (first, last)");
+  check_process("thread_pool::parallel_for");
   task_group g(*this);
   for (const index_block& b : blocks(first, last, grain)) {
     g.run(b.node, [&f, lo = b.first, hi = b.last] {
@@ -1177,6 +1226,7 @@ void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, std::
 
 template <class F>
 void thread_pool::for_each_node(F&& f) {
+  check_process("thread_pool::for_each_node");
   task_group g(*this);
   for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
     const node_id n = node_ids_[ni];

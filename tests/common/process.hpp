@@ -1,6 +1,12 @@
-// Running a command from a test: the shell, its merged output, and its status when it failed.
+// Running a command from a test: the shell, its merged output, and its status when it failed;
+// or a function in a forked child that an alarm bounds.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <string>
 
@@ -16,6 +22,32 @@ inline std::string run_command(const std::string& cmd) {
   while (std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
   const int status = pclose(p);
   return status == 0 ? out : out + "\n(exit status " + std::to_string(status) + ")";
+}
+
+/// Runs `f` (which returns an exit status) in a fork()ed child and says how that ended: "" for
+/// status 0, else "exit status N", "hung (killed after N s)" or "killed by signal N". An alarm
+/// bounds the child, so a hang fails the test in seconds. The child leaves with _exit: no
+/// atexit handler, no flush of gtest's buffers, no destructor of the parent's objects.
+template <class F>
+std::string run_in_child(unsigned seconds, F f) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    ::alarm(seconds);
+    int status = 125;
+    try {
+      status = f();
+    } catch (...) {
+    }
+    ::_exit(status);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return "waitpid failed";
+  if (WIFEXITED(status)) return WEXITSTATUS(status) == 0 ? std::string() : "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) return "hung (killed after " + std::to_string(seconds) + " s)";
+  return "killed by signal " + std::to_string(WTERMSIG(status));
 }
 
 }  // namespace numaaff_test

@@ -7,6 +7,8 @@
 // list at once, so the list has no ABA problem.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
@@ -61,7 +63,14 @@ class block_cache {
     std::vector<block_cache*> idle;
   };
   static registry& caches() {
-    static registry* r = new registry;  // outlives every thread's exit (never destroyed)
+    static registry* r = [] {
+      auto* made = new registry;  // outlives every thread's exit (never destroyed)
+      // Held across fork(): a child forked while a thread was starting or exiting would find
+      // the lock taken forever, and its first new thread to make a task would hang on it.
+      ::pthread_atfork([] { caches().lock.lock(); }, [] { caches().lock.unlock(); },
+                       [] { caches().lock.unlock(); });
+      return made;
+    }();
     return *r;
   }
   struct handle {
