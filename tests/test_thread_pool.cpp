@@ -107,6 +107,41 @@ TEST(ThreadPoolSynthetic, StealOrderIsByDistanceFromTheThief) {
   EXPECT_TRUE(thread_pool(o).steal_order(0).empty());
 }
 
+TEST(ThreadPoolSynthetic, HugeDelaysAndDistancesSaturateInsteadOfOverflowing) {
+  using std::chrono::microseconds;
+  using std::chrono::nanoseconds;
+  // NUMAAFF_STEAL's largest delay over NUMAAFF_DISTANCES' largest distance: 2^31 us * 2^31 / 10.
+  auto o = synthetic("pack:2 numa:1 core:1 pu:1", "local=10,remote=2147483647");
+  o.steal_delay = microseconds(2147483647);
+  EXPECT_EQ(numaaff::remote_steal_delay(o, *o.topo, 0, 1).count(), nanoseconds::max().count());
+  // A delay whose nanoseconds do not fit (duration_cast made it -1 us: steal at once).
+  auto d = synthetic("pack:2 numa:1 core:1 pu:1");
+  d.steal_delay = microseconds::max();
+  EXPECT_EQ(numaaff::remote_steal_delay(d, *d.topo, 0, 1).count(), nanoseconds::max().count());
+  // Exact up to the limit: the largest delay that fits, at distance 20.
+  d.steal_delay = microseconds(std::numeric_limits<std::int64_t>::max() / 1000);
+  EXPECT_EQ(numaaff::remote_steal_delay(d, *d.topo, 0, 1).count(), d.steal_delay.count() * 1000);
+
+  // A pool with a delay of "never" never steals (the wrapped delay let node 0 take node 1's
+  // task at once).
+  d.steal_delay = microseconds::max();
+  thread_pool pool(d);
+  EXPECT_EQ(pool.steal_delay(0, 1).count(), nanoseconds::max().count());
+  gate g;
+  arrivals in;
+  block_node(pool, 1, g, in);
+  in.await(1);
+  std::atomic<node_id> ran_on{-1};
+  numaaff::task_group tg(pool);
+  tg.run(1, [&] { ran_on = worker_node(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(ran_on.load(), -1) << "node 0 stole node 1's task although its delay is nanoseconds::max()";
+  g.open();
+  tg.wait();
+  pool.wait();  // the gate's task has left it before it goes
+  EXPECT_EQ(ran_on.load(), 1);
+}
+
 TEST(ThreadPoolSynthetic, SubmitToANodeRunsOnThatNodesWorkersWithThatHomenode) {
   thread_pool pool(synthetic("pack:4 numa:1 core:2 pu:1"));
   for (node_id n : pool.nodes()) {
@@ -390,6 +425,14 @@ TEST(ThreadPoolEnvironment, InvalidValuesNameTheVariableAndTheValidForms) {
       EXPECT_NE(what.find("expected"), std::string::npos) << what;
     }
   }
+  // A delay beyond an int is refused as out of range, not as a malformed value.
+  try {
+    from({{"NUMAAFF_STEAL", "distance:99999999999"}});
+    ADD_FAILURE() << "NUMAAFF_STEAL=distance:99999999999 was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(from({{"NUMAAFF_STEAL", "distance:+-5"}}), std::invalid_argument);
 }
 
 TEST(ThreadPoolEnvironment, ADefaultPoolReadsTheEnvironmentAndRespectsTheCpuset) {

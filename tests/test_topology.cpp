@@ -110,6 +110,13 @@ TEST(Topology, BadDistancesAreRejectedWithTheInputNamed) {
   EXPECT_NE(no_remote.find("'remote=' is missing"), std::string::npos) << no_remote;
   const std::string local = message_of([&] { (void)t.with_distances("local=12,remote=30", "NUMAAFF_DISTANCES"); });
   EXPECT_NE(local.find("must be 10"), std::string::npos) << local;
+  // Beyond an int: out of range, not "not a whole number" or "cannot read".
+  const std::string huge = message_of([&] { (void)t.with_distances("10,99999999999;20,10", "NUMAAFF_DISTANCES"); });
+  EXPECT_NE(huge.find("'99999999999' is out of range"), std::string::npos) << huge;
+  const std::string huge_remote = message_of([&] { (void)t.with_distances("local=10,remote=99999999999", "NUMAAFF_DISTANCES"); });
+  EXPECT_NE(huge_remote.find("'99999999999' is out of range"), std::string::npos) << huge_remote;
+  const std::string sign = message_of([&] { (void)t.with_distances("10,+-20;20,10", "NUMAAFF_DISTANCES"); });
+  EXPECT_NE(sign.find("'+-20' is not a whole number"), std::string::npos) << sign;
 }
 
 TEST(Topology, UnknownNodesAndCpusAreCallerErrors) {

@@ -77,6 +77,7 @@
 #include <exception>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -107,7 +108,9 @@ struct thread_pool_options {
   int threads_per_node = 0;              ///< 0: one worker per allowed CPU of each node
   node_policy policy = node_policy::fork;
   steal_mode steal = steal_mode::distance;
-  std::chrono::microseconds steal_delay{50};  ///< delay per 10 units of distance beyond local
+  /// Delay per 10 units of distance beyond local. Delays and spins beyond
+  /// std::chrono::nanoseconds::max() (292 years) count as that: never, not a wrapped-around value.
+  std::chrono::microseconds steal_delay{50};
   std::vector<std::vector<int>> distances;    ///< override of the topology's matrix (pool nodes' rows)
   std::chrono::microseconds spin{50};         ///< how long an idle worker spins before sleeping
   bool bind_workers = true;                   ///< pin each worker to one CPU (system topology only)
@@ -117,7 +120,8 @@ struct thread_pool_options {
 
   /**
    * Defaults, then `NUMAAFF_NODE_POLICY` (fork|exec|round_robin), `NUMAAFF_THREADS_PER_NODE`
-   * (a positive integer), `NUMAAFF_STEAL` (distance[:MICROSECONDS]|local|free);
+   * (a positive integer), `NUMAAFF_STEAL` (distance[:MICROSECONDS]|local|free, MICROSECONDS at
+   * most 2147483647);
    * `NUMAAFF_DISTANCES` and `NUMAAFF_TOPOLOGY` act through topology::system().
    * @throws std::invalid_argument naming the variable and its valid forms.
    */
@@ -131,7 +135,9 @@ std::string to_string(steal_mode s);
 
 /**
  * The delay before a worker of `from` may take work of `to` under options `o` on topology `t`
- * (the formula in the file comment; zero for the same node and for steal_mode::free).
+ * (the formula in the file comment; zero for the same node and for steal_mode::free). Exact
+ * up to std::chrono::nanoseconds::max(), which it saturates at (a huge delay or distance means
+ * never, not a short or negative delay after an overflow).
  * @throws std::invalid_argument if a node is not in `t`.
  */
 std::chrono::nanoseconds remote_steal_delay(const thread_pool_options& o, const topology& t, node_id from, node_id to);
@@ -155,6 +161,15 @@ class thread_pool;
 class task_group;
 
 namespace detail {
+
+/// `d` in nanoseconds, saturated at nanoseconds::max() where duration_cast would overflow (a
+/// spin or a delay that long is "never"); 0 for a negative `d`.
+inline std::int64_t saturated_ns(std::chrono::microseconds d) noexcept {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const auto us = static_cast<std::int64_t>(d.count());
+  if (us <= 0) return 0;
+  return us > max / 1000 ? max : us * 1000;
+}
 
 /// The static split of OpenMP's schedule(static): part i of n items over k parts.
 inline std::pair<std::size_t, std::size_t> static_block(std::size_t n, std::size_t parts, std::size_t i) noexcept {
@@ -608,7 +623,10 @@ inline thread_pool_options thread_pool_options::from_environment(const std::func
     else if (s == "distance") o.steal = steal_mode::distance;
     else if (s.substr(0, 9) == "distance:") {
       int us = -1;
-      if (!detail::parse_int(s.substr(9), us) || us < 0) bad("NUMAAFF_STEAL", v, valid);
+      const std::errc e = detail::parse_int_status(s.substr(9), us);
+      if (e == std::errc::result_out_of_range)
+        bad("NUMAAFF_STEAL", v, "distance:MICROSECONDS with MICROSECONDS at most 2147483647 (out of range)");
+      if (e != std::errc() || us < 0) bad("NUMAAFF_STEAL", v, valid);
       o.steal = steal_mode::distance;
       o.steal_delay = std::chrono::microseconds(us);
     } else {
@@ -754,8 +772,15 @@ inline const detail::pool_worker& thread_pool::worker_at(std::size_t i) const {
 
 inline std::chrono::nanoseconds remote_steal_delay(const thread_pool_options& o, const topology& t, node_id from, node_id to) {
   if (from == to || o.steal == steal_mode::free) return std::chrono::nanoseconds(0);
-  const auto unit = std::chrono::duration_cast<std::chrono::nanoseconds>(o.steal_delay).count();
-  return std::chrono::nanoseconds(unit * (t.distance(from, to) - local_distance) / local_distance);
+  // unit * beyond / 10 as (unit / 10) * beyond + (unit % 10) * beyond / 10, which is exact, and
+  // saturated: NUMAAFF_STEAL's and NUMAAFF_DISTANCES' largest values overflow 64 bits, and a
+  // wrapped delay (negative, then a huge unsigned one whose sum wraps) let thieves steal at once.
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t unit = detail::saturated_ns(o.steal_delay);
+  const std::int64_t beyond = std::max(t.distance(from, to) - local_distance, 0);
+  const std::int64_t whole = unit / local_distance, part = unit % local_distance * beyond / local_distance;
+  if (beyond != 0 && whole > (max - part) / beyond) return std::chrono::nanoseconds::max();
+  return std::chrono::nanoseconds(whole * beyond + part);
 }
 
 inline std::chrono::nanoseconds thread_pool::steal_delay(node_id from, node_id to) const {
@@ -1040,7 +1065,7 @@ inline void thread_pool::worker_main(detail::pool_worker& w) {
   detail::this_worker = {this, &w};
   detail::thread_home = {w.node, topo_->is_this_system()};
   detail::pool_node& n = *nodes_[w.node_index];
-  const auto spin_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.spin).count());
+  const auto spin_ns = static_cast<std::uint64_t>(detail::saturated_ns(options_.spin));
   for (;;) {
     std::uint64_t deadline = UINT64_MAX;
     // The idle clock starts when the first look finds nothing (0: not idle yet).
@@ -1107,7 +1132,7 @@ inline void thread_pool::help_until_done(detail::group_state& g) {
   // and running a task there would put it off its node.
   const bool can_help = &g != &all_ && (self != nullptr || own != nullptr);
   std::uint64_t idle_since = detail::monotonic_ns();  // spin and remote-steal clocks (0: just ran a task)
-  const auto spin_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(options_.spin).count());
+  const auto spin_ns = static_cast<std::uint64_t>(detail::saturated_ns(options_.spin));
   std::uint64_t sleep_ns = 50000;
   for (unsigned round = 0; outstanding(g) != 0; ++round) {
     std::uint64_t deadline = UINT64_MAX;

@@ -340,8 +340,13 @@ inline topology topology::with_distances(const std::string& spec, const std::str
       const std::size_t eq = field.find('=');
       const std::string_view key = detail::trim(field.substr(0, eq == std::string_view::npos ? 0 : eq));
       int value = 0;
-      if (eq == std::string_view::npos || !detail::parse_int(field.substr(eq + 1), value) ||
-          (key != "local" && key != "remote")) {
+      const std::errc e =
+          eq == std::string_view::npos ? std::errc::invalid_argument : detail::parse_int_status(field.substr(eq + 1), value);
+      if (e == std::errc::result_out_of_range && (key == "local" || key == "remote")) {
+        detail::throw_invalid_argument(what + "='" + spec + "': '" + std::string(detail::trim(field.substr(eq + 1))) +
+                                       "' is out of range (distances are at most 2147483647)" + valid);
+      }
+      if (e != std::errc() || (key != "local" && key != "remote")) {
         detail::throw_invalid_argument(what + "='" + spec + "': cannot read '" + std::string(field) +
                                        "'" + valid);
       }
@@ -355,9 +360,11 @@ inline topology topology::with_distances(const std::string& spec, const std::str
       std::vector<int> r;
       for (std::string_view cell : detail::split(row, ',')) {
         int value = 0;
-        if (!detail::parse_int(cell, value)) {
-          detail::throw_invalid_argument(what + "='" + spec + "': '" + std::string(detail::trim(cell)) +
-                                         "' is not a whole number" + valid);
+        const std::errc e = detail::parse_int_status(cell, value);
+        if (e != std::errc()) {
+          const char* why = e == std::errc::result_out_of_range ? "' is out of range (distances are at most 2147483647)"
+                                                                : "' is not a whole number";
+          detail::throw_invalid_argument(what + "='" + spec + "': '" + std::string(detail::trim(cell)) + why + valid);
         }
         r.push_back(value);
       }

@@ -17,15 +17,23 @@ inline std::string_view trim(std::string_view s) noexcept {
   return s;
 }
 
-/// Parses the whole of `s` (after trimming blanks) as a decimal int; false on anything else.
-inline bool parse_int(std::string_view s, int& out) noexcept {
+/// Parses the whole of `s` (after trimming blanks) as a decimal int: std::errc() on success,
+/// std::errc::result_out_of_range for a whole number an int cannot hold (so that a message can
+/// say so, rather than "not a number"), std::errc::invalid_argument for anything else.
+inline std::errc parse_int_status(std::string_view s, int& out) noexcept {
   s = trim(s);
-  if (s.empty()) return false;
   const char* first = s.data();
-  if (*first == '+') ++first;
-  const auto [ptr, ec] = std::from_chars(first, s.data() + s.size(), out);
-  return ec == std::errc() && ptr == s.data() + s.size();
+  const char* const last = s.data() + s.size();
+  const bool plus = first != last && *first == '+';
+  if (plus) ++first;
+  if (first == last || (plus && *first == '-')) return std::errc::invalid_argument;  // "", "+", "+-1"
+  const auto [ptr, ec] = std::from_chars(first, last, out);
+  if (ptr != last) return std::errc::invalid_argument;  // trailing garbage, or no digits at all
+  return ec;
 }
+
+/// Parses the whole of `s` (after trimming blanks) as a decimal int; false on anything else.
+inline bool parse_int(std::string_view s, int& out) noexcept { return parse_int_status(s, out) == std::errc(); }
 
 /// Splits on `sep`, keeping empty fields (so "1,,2" is seen as malformed by the caller).
 inline std::vector<std::string_view> split(std::string_view s, char sep) {
