@@ -1,15 +1,20 @@
 // The OpenMP bridge on this host and on synthetic machines: team plans follow the thread
 // pool's partition, bind_team pins each thread to its CPU (sched_getcpu), first_touch writes
-// each thread's schedule(static) block.
+// each thread's schedule(static) block, whatever team OpenMP gives it.
 #include <numaaff/openmp.hpp>
+
+#include "common/process.hpp"
 
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <sched.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cstddef>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace {
@@ -61,6 +66,69 @@ TEST(OpenmpBridge, FirstTouchWritesEveryElement) {
   for (std::size_t i = 0; i < v.size(); ++i) ASSERT_EQ(v[i], 0.5 * static_cast<double>(i));
   EXPECT_THROW(numaaff::openmp::first_touch(plan, static_cast<double*>(nullptr), 3, [](std::size_t) { return 0.0; }),
                std::invalid_argument);
+}
+
+/// `threads` threads that pin nothing: these tests are about which elements get written.
+numaaff::openmp::team_plan unpinned_plan(int threads) {
+  numaaff::openmp::team_plan p;
+  p.node.assign(static_cast<std::size_t>(threads), 0);
+  p.cpu.assign(static_cast<std::size_t>(threads), -1);
+  return p;
+}
+
+double value_of(std::size_t i) { return 0.25 * static_cast<double>(i); }
+
+::testing::AssertionResult all_written(const std::vector<double>& v) {
+  for (std::size_t i = 0; i < v.size(); ++i)
+    if (v[i] != value_of(i)) return ::testing::AssertionFailure() << "element " << i << " of " << v.size() << " is " << v[i];
+  return ::testing::AssertionSuccess();
+}
+
+TEST(OpenmpBridge, FirstTouchWritesEveryElementWhateverTheTeam) {
+  const auto plan = unpinned_plan(4);
+  std::vector<double> top(10007, -1.0);
+  numaaff::openmp::first_touch(plan, top.data(), top.size(), value_of);
+  EXPECT_TRUE(all_written(top));
+  // Inside a parallel region with nesting off, first_touch's region gets a team of one thread.
+  const int levels = omp_get_max_active_levels();
+  omp_set_max_active_levels(1);
+  std::vector<double> nested(10007, -1.0);
+#pragma omp parallel num_threads(2)
+  {
+#pragma omp single
+    numaaff::openmp::first_touch(plan, nested.data(), nested.size(), value_of);
+  }
+  omp_set_max_active_levels(levels);
+  EXPECT_TRUE(all_written(nested));
+}
+
+TEST(OpenmpBridge, FirstTouchUnderOmpThreadLimitAndDynamic) {
+  // The environment caps the team below the plan: this test program again, in a child.
+  const std::string self = "/proc/" + std::to_string(getpid()) + "/exe";
+  const std::string tests = " --gtest_filter=OpenmpBridge.FirstTouchWritesEveryElement:"
+                            "OpenmpBridge.FirstTouchWritesEveryElementWhateverTheTeam";
+  for (const char* env : {"OMP_THREAD_LIMIT=1", "OMP_DYNAMIC=true", "OMP_THREAD_LIMIT=1 OMP_DYNAMIC=true"}) {
+    const std::string out = numaaff_test::run_command(std::string(env) + " " + self + tests);
+    EXPECT_NE(out.find("[  PASSED  ] 2 tests"), std::string::npos) << env << ":\n" << out;
+  }
+}
+
+TEST(OpenmpBridge, FirstTouchThrowsOutsideTheRegion) {
+  std::vector<double> v(1000, -1.0);
+  // Thrown inside the region, rethrown after it (it used to end in std::terminate).
+  EXPECT_THROW(numaaff::openmp::first_touch(unpinned_plan(4), v.data(), v.size(),
+                                            [](std::size_t i) -> double {
+                                              if (i == 600) throw std::runtime_error("no value for 600");
+                                              return 0.0;
+                                            }),
+               std::runtime_error);
+  // A plan no team can follow is refused before the region.
+  EXPECT_THROW(numaaff::openmp::first_touch(numaaff::openmp::team_plan{}, v.data(), v.size(), value_of),
+               std::invalid_argument);
+  auto ragged = unpinned_plan(4);
+  ragged.cpu.pop_back();
+  EXPECT_THROW(numaaff::openmp::first_touch(ragged, v.data(), v.size(), value_of), std::invalid_argument);
+  EXPECT_NO_THROW(numaaff::openmp::first_touch(numaaff::openmp::team_plan{}, v.data(), 0, value_of));
 }
 
 }  // namespace

@@ -36,11 +36,25 @@
 
 #include <atomic>
 #include <cstddef>
+#include <exception>
 #include <new>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
+
+namespace numaaff::detail {
+
+/// Pins the calling thread to `cpu` (-1: leaves it unpinned). No allocation.
+inline bool pin_to_cpu(int cpu) noexcept {
+  if (cpu < 0) return false;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(static_cast<std::size_t>(cpu), &set);
+  return ::sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+}  // namespace numaaff::detail
 
 namespace numaaff::openmp {
 
@@ -98,11 +112,8 @@ inline team_plan plan_team(const thread_pool& pool) {
  */
 inline bool bind_this_thread(const team_plan& plan) noexcept {
   const int i = omp_get_thread_num();
-  if (i >= plan.size() || plan.cpu[static_cast<std::size_t>(i)] < 0) return false;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(static_cast<std::size_t>(plan.cpu[static_cast<std::size_t>(i)]), &set);
-  return ::sched_setaffinity(0, sizeof set, &set) == 0;
+  if (i >= plan.size()) return false;
+  return detail::pin_to_cpu(plan.cpu[static_cast<std::size_t>(i)]);
 }
 
 /**
@@ -111,6 +122,7 @@ inline bool bind_this_thread(const team_plan& plan) noexcept {
  * @return how many threads were pinned (plan.size() on success).
  */
 inline int bind_team(const team_plan& plan) {
+  if (plan.size() == 0) return 0;  // num_threads(0) is not a team
   std::atomic<int> bound{0};
 #pragma omp parallel num_threads(plan.size())
   {
@@ -120,22 +132,56 @@ inline int bind_team(const team_plan& plan) {
 }
 
 /**
- * Initialises `data[0, n)` in parallel with the plan's partition: thread i, pinned to its CPU,
- * writes its schedule(static) block, so each block's pages are first touched, and placed, on
- * thread i's node. `init(i)` gives the value of element i; `data` may be raw storage (from
- * allocate_on_node or mmap). Blocks. An exception cannot leave an OpenMP region, so `init`
- * must not throw. @throws std::invalid_argument for null `data` with n > 0.
+ * Initialises every element of `data[0, n)` in parallel with the plan's partition: thread i,
+ * pinned to its CPU, writes its schedule(static) block, so each block's pages are first
+ * touched, and placed, on thread i's node. `init(i)` gives the value of element i; `data` may
+ * be raw storage (from allocate_on_node or mmap). Blocks.
+ *
+ * The team OpenMP gives may be smaller than the plan (OMP_THREAD_LIMIT, OMP_DYNAMIC, a call
+ * inside a parallel region when nesting is off): then thread t also writes blocks t + team,
+ * t + 2 team, ..., each from the CPU of that block, so every element is still written and
+ * placed as planned; each thread ends on its own CPU.
+ * @throws std::invalid_argument for null `data` with n > 0, or a plan without threads or with
+ * `node` and `cpu` of different sizes (before the region). An exception from `init` is
+ * rethrown after the region (it cannot cross it: std::terminate); the array is then partly
+ * written.
  */
 template <class T, class F>
 void first_touch(const team_plan& plan, T* data, std::size_t n, F&& init) {
   static_assert(std::is_trivially_copyable_v<T>, "first_touch writes raw storage: T must be trivially copyable");
   if (n > 0 && data == nullptr) detail::throw_invalid_argument("first_touch: null data with n > 0");
+  if (plan.cpu.size() != plan.node.size())
+    detail::throw_invalid_argument("first_touch: the plan has " + std::to_string(plan.node.size()) + " nodes but " +
+                                   std::to_string(plan.cpu.size()) + " cpus (one each per thread)");
+  if (plan.size() == 0) {
+    if (n == 0) return;
+    detail::throw_invalid_argument("first_touch: the plan has no threads (plan_team gives at least one)");
+  }
+  const auto blocks = static_cast<std::size_t>(plan.size());
+  std::exception_ptr error;
+  std::atomic<bool> failed{false};
 #pragma omp parallel num_threads(plan.size())
   {
-    bind_this_thread(plan);
-    const auto [lo, hi] = plan.block(0, n, omp_get_thread_num());
-    for (std::size_t i = lo; i < hi; ++i) new (&data[i]) T(init(i));
+    // Nothing may throw out of here: the team's size comes from OpenMP, not from the plan, and
+    // init's exception waits for the end of the region (the other threads stop at a block's end).
+    const auto team = static_cast<std::size_t>(omp_get_num_threads());
+    const auto me = static_cast<std::size_t>(omp_get_thread_num());
+    for (std::size_t b = me; b < blocks && !failed.load(std::memory_order_relaxed); b += team) {
+      detail::pin_to_cpu(plan.cpu[b]);
+      const auto [lo, hi] = detail::static_block(n, blocks, b);
+#if defined(NUMAAFF_NO_EXCEPTIONS)
+      for (std::size_t i = lo; i < hi; ++i) new (&data[i]) T(init(i));
+#else
+      try {
+        for (std::size_t i = lo; i < hi; ++i) new (&data[i]) T(init(i));
+      } catch (...) {
+        if (!failed.exchange(true)) error = std::current_exception();
+      }
+#endif
+    }
+    if (team < blocks) detail::pin_to_cpu(plan.cpu[me]);
   }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace numaaff::openmp
