@@ -9,7 +9,8 @@
 // It sets the NUMAAFF_* variables the library reads (so a wrong value fails here, with the
 // same message the library would give), sets the process's memory policy to prefer the
 // homenode (inherited across exec: plain malloc'd memory lands there too), binds CPUs for -N,
-// then execs the command.
+// then execs the command. A wrong invocation (an unknown option, a number that is not one, out
+// of range or negative, a value the library refuses) prints why and the usage, and exits 2.
 #include <numaaff/numaaff.hpp>
 
 #include <numaif.h>
@@ -17,7 +18,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +51,26 @@ int usage(const char* prog) {
                "  -p, --pid PID              with --show: read process PID's environment and CPUs\n",
                prog, prog);
   return 2;
+}
+
+/// Says what is wrong with the invocation, then prints the usage; returns its exit status.
+int bad_usage(const char* prog, const std::string& why) {
+  std::fprintf(stderr, "numaaff-run: %s\n", why.c_str());
+  return usage(prog);
+}
+
+/// The whole of `text` as a decimal number in [lo, hi]: no blanks, no '+', no digits past
+/// the range (strtol and atoi clamp or wrap: 4294967296 was node 0).
+bool parse_number(const std::string& text, long long lo, long long hi, long long& out) {
+  const char* const last = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), last, out);
+  return !text.empty() && ec == std::errc() && ptr == last && out >= lo && out <= hi;
+}
+
+/// A library message without its "numaaff: " prefix (ours comes first).
+std::string without_prefix(const char* what) {
+  const std::string s = what;
+  return s.rfind("numaaff: ", 0) == 0 ? s.substr(9) : s;
 }
 
 using environment = std::map<std::string, std::string>;
@@ -128,44 +151,58 @@ int main(int argc, char** argv) {
   int i = 1;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    auto value = [&] { return std::string(argv[++i]); };
     if (a == "--") {
       ++i;
       break;
-    } else if ((a == "-n" || a == "--homenode" || a == "-N" || a == "--cpunodebind") && has_value) {
-      const std::string v = value();
-      char* end = nullptr;
-      homenode = static_cast<int>(std::strtol(v.c_str(), &end, 10));
-      if (v.empty() || *end != '\0') return usage(argv[0]);
-      bind_cpus = bind_cpus || a == "-N" || a == "--cpunodebind";
-      set["NUMAAFF_HOMENODE"] = v;
-    } else if ((a == "-P" || a == "--policy") && has_value) {
-      set["NUMAAFF_NODE_POLICY"] = value();
-    } else if ((a == "-t" || a == "--threads-per-node") && has_value) {
-      set["NUMAAFF_THREADS_PER_NODE"] = value();
-    } else if ((a == "-s" || a == "--steal") && has_value) {
-      set["NUMAAFF_STEAL"] = value();
-    } else if ((a == "-d" || a == "--distances") && has_value) {
-      set["NUMAAFF_DISTANCES"] = value();
-    } else if (a == "--show") {
+    }
+    if (a == "--show") {
       show_only = true;
-    } else if ((a == "-p" || a == "--pid") && has_value) {
-      pid = std::atoi(value().c_str());
-      if (pid <= 0) return usage(argv[0]);
+      continue;
+    }
+    const bool node_option = a == "-n" || a == "--homenode" || a == "-N" || a == "--cpunodebind";
+    const bool pid_option = a == "-p" || a == "--pid";
+    const char* variable = a == "-P" || a == "--policy"             ? "NUMAAFF_NODE_POLICY"
+                           : a == "-t" || a == "--threads-per-node" ? "NUMAAFF_THREADS_PER_NODE"
+                           : a == "-s" || a == "--steal"            ? "NUMAAFF_STEAL"
+                           : a == "-d" || a == "--distances"        ? "NUMAAFF_DISTANCES"
+                                                                    : nullptr;
+    if (!node_option && !pid_option && variable == nullptr)
+      return bad_usage(argv[0], a.rfind('-', 0) == 0 ? "unknown option '" + a + "'"
+                                                     : "unexpected '" + a + "' (the command goes after --)");
+    if (i + 1 == argc) return bad_usage(argv[0], a + " needs a value");
+    const std::string v = argv[++i];
+    long long number = 0;
+    if (node_option) {
+      if (!parse_number(v, 0, INT_MAX, number)) return bad_usage(argv[0], a + " takes a node number, not '" + v + "'");
+      homenode = static_cast<int>(number);
+      bind_cpus = bind_cpus || a == "-N" || a == "--cpunodebind";
+      set["NUMAAFF_HOMENODE"] = std::to_string(homenode);
+    } else if (pid_option) {
+      if (!parse_number(v, 1, INT_MAX, number)) return bad_usage(argv[0], a + " takes a process id, not '" + v + "'");
+      pid = static_cast<int>(number);
     } else {
-      return usage(argv[0]);
+      set[variable] = v;  // checked below, by the library's own parser
     }
   }
-  if (show_only == (i < argc) || (pid != 0 && !show_only)) return usage(argv[0]);
+  if (pid != 0 && !show_only) return bad_usage(argv[0], "--pid goes with --show");
+  if (show_only && i < argc) return bad_usage(argv[0], "--show takes no command");
+  if (!show_only && i >= argc) return bad_usage(argv[0], "no command to run (give -- COMMAND, or --show)");
 
   try {
     const numaaff::topology& t = numaaff::topology::system();
-    if (homenode >= 0 && !t.has_node(homenode)) {
-      std::fprintf(stderr, "numaaff-run: node %d is not one of this machine's nodes (%s)\n", homenode,
-                   numaaff::detail::format_list(t.nodes()).c_str());
-      return 2;
-    }
+    if (homenode >= 0 && !t.has_node(homenode))
+      return bad_usage(argv[0], "node " + std::to_string(homenode) + " is not one of this machine's nodes (" +
+                                    numaaff::detail::format_list(t.nodes()) + ")");
+    configuration(set);  // a wrong value fails here, not in the command
+  } catch (const std::invalid_argument& e) {
+    return bad_usage(argv[0], without_prefix(e.what()));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "numaaff-run: %s\n", without_prefix(e.what()).c_str());
+    return 2;
+  }
+
+  try {
+    const numaaff::topology& t = numaaff::topology::system();
     if (show_only) {
       if (pid != 0) {
         show(environment_of(pid), cpus_of_process(pid), ("process " + std::to_string(pid) + ":").c_str());
@@ -179,7 +216,6 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    configuration(set);  // a wrong value fails here, not in the command
     for (const auto& [k, v] : set) setenv(k.c_str(), v.c_str(), 1);
     if (homenode >= 0) {
       unsigned long mask[16] = {};
@@ -197,7 +233,7 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "numaaff-run: %s\n", e.what());
+    std::fprintf(stderr, "numaaff-run: %s\n", without_prefix(e.what()).c_str());
     return 2;
   }
   execvp(argv[i], argv + i);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +24,7 @@
 #include <string>
 #include <thread>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -473,6 +475,43 @@ TEST(ThreadPoolEnvironment, TheLauncherSetsWhatThePoolReads) {
   EXPECT_NE(usage.find("exit status"), std::string::npos) << usage;
   const std::string show = numaaff_test::run_command(run + " -P round_robin --show");
   EXPECT_NE(show.find("node policy: round_robin"), std::string::npos) << show;
+#else
+  GTEST_SKIP() << "examples not built";
+#endif
+}
+
+TEST(ThreadPoolEnvironment, TheLauncherRejectsBadNumbersWithTheUsage) {
+#if defined(NUMAAFF_LAUNCHER)
+  const std::string run = NUMAAFF_LAUNCHER;
+  // {arguments, what the message must quote}. Each used to wrap (4294967296 was node 0, and
+  // --pid 4294967297 process 1), pass a negative node on, or read a prefix ("12abc" as 12).
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"-n 4294967296 -- true", "-n takes a node number, not '4294967296'"},
+      {"-N 4294967296 --show", "-N takes a node number, not '4294967296'"},
+      {"--homenode -1 -- true", "--homenode takes a node number, not '-1'"},
+      {"-n ' 1' -- true", "-n takes a node number, not ' 1'"},
+      {"-n 1x -- true", "-n takes a node number, not '1x'"},
+      {"--show --pid 4294967297", "--pid takes a process id, not '4294967297'"},
+      {"--show -p 12abc", "-p takes a process id, not '12abc'"},
+      {"--show -p -5", "-p takes a process id, not '-5'"},
+      {"--show -p 0", "-p takes a process id, not '0'"},
+      {"-n", "-n needs a value"},
+      {"-t 4294967296 -- true", "NUMAAFF_THREADS_PER_NODE='4294967296'"},
+      {"-n 99999 -- true", "node 99999 is not one of this machine's nodes"},
+      {"--bogus", "unknown option '--bogus'"},
+  };
+  for (const auto& [args, message] : bad) {
+    const std::string out = numaaff_test::run_command(run + " " + args);
+    EXPECT_NE(out.find("numaaff-run: " + message), std::string::npos) << args << ":\n" << out;
+    EXPECT_NE(out.find("usage:"), std::string::npos) << args << ":\n" << out;
+    // pclose's wait status: exit code 2 is 2 << 8.
+    EXPECT_NE(out.find("(exit status 512)"), std::string::npos) << args << ":\n" << out;
+    EXPECT_EQ(out.find("numaaff: "), std::string::npos) << "the library's prefix after ours: " << out;
+  }
+  // The largest valid forms still work.
+  const node_id last = numaaff::topology::system().nodes().back();
+  const std::string ok = numaaff_test::run_command(run + " -n " + std::to_string(last) + " --show --pid " + std::to_string(getpid()));
+  EXPECT_NE(ok.find("process " + std::to_string(getpid())), std::string::npos) << ok;
 #else
   GTEST_SKIP() << "examples not built";
 #endif
