@@ -17,9 +17,17 @@
 
 namespace numaaff_test {
 
-/// A one-shot gate tasks can block on.
+/// A one-shot gate tasks can block on. Its destructor waits for the tasks still inside pass():
+/// a test's gate usually goes before its pool, whose destructor is what waits for those tasks.
 class gate {
  public:
+  gate() = default;
+  gate(const gate&) = delete;
+  gate& operator=(const gate&) = delete;
+  ~gate() {
+    std::unique_lock<std::mutex> g(m_);
+    cv_.wait(g, [&] { return inside_ == 0; });
+  }
   void open() {
     std::lock_guard<std::mutex> g(m_);
     open_ = true;
@@ -27,13 +35,16 @@ class gate {
   }
   void pass() {
     std::unique_lock<std::mutex> g(m_);
+    ++inside_;
     cv_.wait(g, [&] { return open_; });
+    if (--inside_ == 0) cv_.notify_all();
   }
 
  private:
   std::mutex m_;
   std::condition_variable cv_;
   bool open_ = false;
+  int inside_ = 0;
 };
 
 /// Counts arrivals so a test can wait until n tasks are running.
