@@ -261,6 +261,10 @@ struct pool_node {
   std::atomic<std::int64_t> in_queue{0};
   std::atomic<std::int64_t> in_bound_queue{0};
   std::atomic<int> spinning{0};  // workers searching before they sleep: no wake-up needed
+  // Under node_policy::exec only: tasks homed here, queued or running, counted from before
+  // they are queued until after they finish, so that exec never reads a task as gone while a
+  // worker moves it between queues or has taken it but not yet started it.
+  std::atomic<std::int64_t> unfinished{0};
   event_count sleep;
   std::vector<std::pair<std::size_t, std::uint64_t>> remotes;  // (node index, delay ns) by distance
   std::vector<std::size_t> thieves;  // other nodes by their distance to this one (whom to wake)
@@ -803,18 +807,15 @@ inline std::size_t thread_pool::policy_node() {
     case node_policy::round_robin:
       return round_robin_.fetch_add(1, std::memory_order_relaxed) % nodes_.size();
     case node_policy::exec: {
-      // Least (queued + running) per worker; ties rotate so equal nodes share new work.
+      // Least unfinished work homed there per worker; ties rotate so equal nodes share new
+      // work. Exact for one submitter: its own earlier submissions are always counted.
       const std::size_t start = round_robin_.fetch_add(1, std::memory_order_relaxed) % nodes_.size();
       std::size_t best = start;
       std::int64_t best_load = 0, best_workers = 1;
       for (std::size_t k = 0; k < nodes_.size(); ++k) {
         const std::size_t i = (start + k) % nodes_.size();
         const detail::pool_node& n = *nodes_[i];
-        std::int64_t load = n.in_queue.load(std::memory_order_relaxed) + n.in_bound_queue.load(std::memory_order_relaxed);
-        for (const detail::pool_worker* w : n.workers)
-          load += w->deque.size_hint() + (w->busy.load(std::memory_order_relaxed) ? 1 : 0);
-        for (const auto& slot : slots_)
-          if (slot->node_index.load(std::memory_order_relaxed) == i) load += slot->deque.size_hint();
+        const std::int64_t load = n.unfinished.load(std::memory_order_acquire);
         const auto w = static_cast<std::int64_t>(n.workers.size());
         if (k == 0 || load * best_workers < best_load * w) {
           best = i;
@@ -839,6 +840,8 @@ inline void thread_pool::enqueue(detail::pool_task* t) {
   const std::size_t ni = index_of(t->home);
   const bool bound = t->bound;  // read before queueing: a worker may run and free `t` at once
   detail::pool_node& n = *nodes_[ni];
+  const bool counted = options_.policy == node_policy::exec;
+  if (counted) n.unfinished.fetch_add(1, std::memory_order_acq_rel);
   detail::pool_worker* self = is_own_worker() ? detail::this_worker.self : nullptr;
   detail::external_slot* slot = nullptr;
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
@@ -855,6 +858,7 @@ inline void thread_pool::enqueue(detail::pool_task* t) {
   } catch (...) {
     // A deque or queue that could not grow: the task is not queued, so it is not counted.
     delete t;
+    if (counted) n.unfinished.fetch_sub(1, std::memory_order_acq_rel);
     finish(g);
     throw;
   }
@@ -1034,6 +1038,7 @@ inline void thread_pool::run_task(detail::pool_task* t, detail::pool_worker* sel
   }
 #endif
   detail::thread_home = saved;
+  if (options_.policy == node_policy::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
   delete t;
   if (self != nullptr) {
     self->busy.store(was_busy, std::memory_order_seq_cst);
@@ -1184,6 +1189,7 @@ inline std::size_t thread_pool::cancel() {
       if (t == nullptr) t = steal_from(static_cast<std::size_t>(&np - nodes_.data()), nullptr);
       if (t == nullptr) break;
       detail::group_state* g = t->group;
+      if (options_.policy == node_policy::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
       delete t;
       // Its group's wait must not return as if it had run (set before finish(): after it, the
       // group may be gone).

@@ -203,8 +203,13 @@ TEST(ThreadPoolNuma, ParallelForCalledFromAnotherNodeRunsEveryBlockOnThePoolsNod
 }
 
 TEST(ThreadPoolNuma, ExecAndRoundRobinSpreadWorkOverTheNodes) {
+  // What the policies guarantee, whatever the timing: every task is held until all are
+  // submitted, so none finishes early and makes room. round_robin deals `per` to each node;
+  // exec gives each node `per` per worker (the least unfinished work per worker, counted
+  // exactly). Thieves are off: each task runs on its homenode's CPUs.
   NUMAAFF_REQUIRE_NODES(2);
   for (auto policy : {numaaff::node_policy::exec, numaaff::node_policy::round_robin}) {
+    numaaff_test::gate go;
     auto o = thread_pool_options::from_environment();
     o.policy = policy;
     o.steal = numaaff::steal_mode::local_only;
@@ -213,14 +218,21 @@ TEST(ThreadPoolNuma, ExecAndRoundRobinSpreadWorkOverTheNodes) {
     std::map<int, int> per_node;
     std::vector<std::future<void>> f;
     const int per = 8;
-    for (std::size_t k = 0; k < per * pool.nodes().size(); ++k)
+    const bool exec = policy == numaaff::node_policy::exec;
+    const std::size_t total = static_cast<std::size_t>(per) * (exec ? pool.worker_count() : pool.nodes().size());
+    for (std::size_t k = 0; k < total; ++k)
       f.push_back(pool.submit([&] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        go.pass();
         std::lock_guard<std::mutex> l(m);
         ++per_node[kernel_node_here()];
       }));
+    go.open();
     for (auto& x : f) x.get();
-    for (int n : sysfs_nodes()) EXPECT_EQ(per_node[n], per) << numaaff::to_string(policy) << ", node " << n;
+    for (numaaff::node_id n : pool.nodes()) {
+      int workers = 0;
+      for (std::size_t w = 0; w < pool.worker_count(); ++w) workers += pool.worker_node(w) == n ? 1 : 0;
+      EXPECT_EQ(per_node[n], exec ? per * workers : per) << numaaff::to_string(policy) << ", node " << n;
+    }
   }
 }
 
