@@ -332,12 +332,16 @@ inline void residency_status(void* const* pages, std::size_t n, int* status) {
   const std::size_t ps = page_size();
   const std::vector<node_id>& nodes = kernel_nodes();
   const int resident = nodes.size() == 1 ? nodes.front() : -EPERM;
-  unsigned char vec = 0;
+  std::vector<unsigned char> vec(n);
+  // The pages of a batch are consecutive: one call, or one per page where the range has holes.
+  const bool whole = call(sys::mincore, [&] { return ::mincore(pages[0], n * ps, vec.data()); }).error == 0;
+  std::uint64_t unknown = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    const auto r = call(sys::mincore, [&] { return ::mincore(pages[i], ps, &vec); });
-    status[i] = r && (vec & 1) != 0 ? resident : -ENOENT;
+    if (!whole && !call(sys::mincore, [&] { return ::mincore(pages[i], ps, &vec[i]); })) vec[i] = 0;
+    status[i] = (vec[i] & 1) != 0 ? resident : -ENOENT;
+    unknown += status[i] == -EPERM ? 1 : 0;
   }
-  if (resident < 0) refusals.pages.fetch_add(n, std::memory_order_relaxed);
+  refusals.pages.fetch_add(unknown, std::memory_order_relaxed);
 }
 
 /// Shared front of every policy call: range + nodes validation, then one mbind.
@@ -524,13 +528,14 @@ inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_op
     return;
   }
   if (span.pages == 0) return;
+  const std::uint64_t refused_before = detail::refusals.policies.load(std::memory_order_relaxed);
   detail::policy_call(addr, bytes, MPOL_BIND, detail::kernel_nodes(), o, ec);
-  if (ec) return;
+  if (ec || detail::refusals.policies.load(std::memory_order_relaxed) != refused_before) return;  // refused: one no-op
   const auto r = detail::sys_set_mempolicy_home_node(span.address(), span.bytes(), static_cast<unsigned long>(home), 0);
   if (r) return;
   std::error_code ignored;
   detail::policy_call(addr, bytes, MPOL_DEFAULT, {}, {}, ignored);  // leave the range as it was
-  if (r.error == EPERM || r.error == EACCES) {  // a sandbox: a counted no-op, as for the other policies
+  if (r.error == EPERM) {  // a sandbox: a counted no-op, as for the other policies
     detail::refusals.policies.fetch_add(1, std::memory_order_relaxed);
     return;
   }

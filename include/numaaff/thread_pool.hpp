@@ -308,6 +308,9 @@ inline unsigned fork_count() noexcept {
   (void)registered;  // without the handler (no memory) a child is not detected, as before
   return forks_seen.load(std::memory_order_relaxed);
 }
+// First initialised during static initialisation, before any thread can fork: a child forked
+// while another thread runs a C++ static's first initialisation waits on its guard forever.
+inline const unsigned fork_counter_ready = fork_count();
 
 /// The pool a thread works for, if any, and which worker it is.
 struct worker_context {

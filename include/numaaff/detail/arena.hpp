@@ -210,6 +210,10 @@ struct arena_table {
   }
 };
 
+// First initialised during static initialisation, before any thread can fork: a child forked
+// while another thread runs a C++ static's first initialisation waits on its guard forever.
+inline const bool arena_table_ready = (arena_table::instance(), true);
+
 inline node_arena& arena_of(int node) {
   arena_table& t = arena_table::instance();
   node_arena* a = t.arenas[node].load(std::memory_order_acquire);

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/mman.h>
 
 #include <atomic>
@@ -26,6 +27,7 @@ namespace numaaff::detail {
 
 /// A child forked while a chunk was being opened has no thread to finish it: finish it here.
 inline void finish_ranges_after_fork() noexcept {
+  handler_buffers_busy.store(0, std::memory_order_relaxed);  // held by the parent's threads
   const std::size_t high = registry_high.load(std::memory_order_acquire);
   for (std::size_t i = 0; i < high; ++i) {
     armed_range& r = registry[i];
@@ -41,6 +43,24 @@ inline void finish_ranges_after_fork() noexcept {
   }
 }
 
+/// Holds every signal but the synchronous ones while arm, disarm or touch_now hold chunks: a
+/// signal handler touching a chunk its own thread has claimed would wait for itself.
+class async_signals_held {
+ public:
+  async_signals_held() noexcept {
+    sigset_t all;
+    sigfillset(&all);
+    for (int s : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP}) sigdelset(&all, s);
+    ::pthread_sigmask(SIG_BLOCK, &all, &saved_);
+  }
+  ~async_signals_held() { ::pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  async_signals_held(const async_signals_held&) = delete;
+  async_signals_held& operator=(const async_signals_held&) = delete;
+
+ private:
+  sigset_t saved_;
+};
+
 inline std::mutex& arm_lock() {
   static std::mutex m;
   static const int registered = ::pthread_atfork([] { m.lock(); }, [] { m.unlock(); },
@@ -52,26 +72,50 @@ inline std::mutex& arm_lock() {
   return m;
 }
 
-/// Opens claimed chunks [first, last) of slot r without migrating them, if they are still the
-/// mapping we armed (an application that unmapped them without disarming may have new
-/// mappings there, which are not ours to change). If the kernel is out of mappings for that
-/// (ENOMEM), opens the whole slot range instead, which merges it into one mapping.
-inline void open_unmigrated(armed_range& r, std::size_t first, std::size_t last) noexcept {
-  const std::uintptr_t b = chunk_begin(r, first), e = chunk_end(r, last);
-  if (!still_armed(b, e)) {
-    nt_counters.released.fetch_add(last - first, std::memory_order_relaxed);
-  } else if (!sys_mprotect(reinterpret_cast<void*>(b), e - b, PROT_READ | PROT_WRITE) && fully_mapped(r.begin, r.end)) {
-    sys_mprotect(reinterpret_cast<void*>(r.begin), r.end - r.begin, PROT_READ | PROT_WRITE);
+// First initialised during static initialisation, before any thread can fork: a child forked
+// while another thread runs a C++ static's first initialisation waits on its guard forever.
+inline const bool arm_lock_ready = (arm_lock(), true);
+
+/**
+ * Calls open(b, e) for each run of claimed chunks in [first, last) that is still the mapping
+ * we armed, checked chunk by chunk (an application that re-protected or unmapped one chunk
+ * gets that one back, not its neighbours), and releases the others: marked open, untouched,
+ * counted.
+ */
+template <class F>
+inline void open_ours(armed_range& r, std::size_t first, std::size_t last, F&& open) noexcept {
+  for (std::size_t k = first; k < last;) {
+    std::size_t e = k;
+    while (e < last && still_armed(chunk_begin(r, e), chunk_end(r, e + 1))) ++e;
+    if (e > k) {
+      open(k, e);
+      k = e;
+      continue;
+    }
+    nt_counters.released.fetch_add(1, std::memory_order_relaxed);
+    mark_open(r, k, k + 1);
+    ++k;
   }
-  mark_open(r, first, last);
 }
 
-/// Opens what is still armed, waits for handlers to leave, frees the slot. Holds arm_lock.
-inline void retire_slot(armed_range& r) noexcept {
-  r.state.store(slot_retiring, std::memory_order_release);
-  // Open only the chunks still armed, one mprotect per run of them: the rest of the range may
-  // already belong to a newer armed range that overlaps this one.
-  for (std::size_t k = 0; k < r.count && r.armed_left.load(std::memory_order_acquire) != 0;) {
+/// Opens claimed chunks [first, last) of slot r without migrating them, those still ours. If
+/// the kernel is out of mappings for that (ENOMEM), opens the whole slot range instead, which
+/// merges it into one mapping.
+inline void open_unmigrated(armed_range& r, std::size_t first, std::size_t last) noexcept {
+  open_ours(r, first, last, [&r](std::size_t b, std::size_t e) {
+    const std::uintptr_t from = chunk_begin(r, b), to = chunk_end(r, e);
+    if (!sys_mprotect(reinterpret_cast<void*>(from), to - from, PROT_READ | PROT_WRITE) && fully_mapped(r.begin, r.end)) {
+      r.opened_whole.store(true, std::memory_order_seq_cst);
+      sys_mprotect(reinterpret_cast<void*>(r.begin), r.end - r.begin, PROT_READ | PROT_WRITE);
+    }
+    mark_open(r, b, e);
+  });
+}
+
+/// Opens every chunk of slot r that is still armed, one mprotect per run of them (the rest of
+/// the range may already belong to a newer armed range that overlaps this one).
+inline void open_all_armed(armed_range& r) noexcept {
+  for (std::size_t k = 0; k < r.count;) {
     if (!try_claim(r, k, 0)) {
       ++k;
       continue;
@@ -81,7 +125,18 @@ inline void retire_slot(armed_range& r) noexcept {
     open_unmigrated(r, k, last);
     k = last;
   }
-  while (r.users.load(std::memory_order_acquire) != 0) ::sched_yield();
+}
+
+/// Opens what is still armed, waits for handlers to leave, frees the slot. Holds arm_lock.
+/// Handlers inside a retiring slot only wait (they claim nothing new), but one that entered
+/// before may give back part of a run it claimed: hence the second sweep, once none is left
+/// inside. While draining, handlers keep off the chunk words, which are then unmapped.
+inline void retire_slot(armed_range& r) noexcept {
+  r.state.store(slot_retiring, std::memory_order_seq_cst);
+  open_all_armed(r);
+  r.state.store(slot_draining, std::memory_order_seq_cst);
+  while (r.users.load(std::memory_order_seq_cst) != 0) ::sched_yield();
+  open_all_armed(r);
   sys_munmap(r.words, r.words_bytes);
   r.words = nullptr;
   open_epoch.fetch_add(1, std::memory_order_acq_rel);
@@ -111,14 +166,20 @@ inline void disarm_locked(std::uintptr_t begin, std::uintptr_t end) noexcept {
     }
     const std::size_t k0 = (begin > r.begin ? begin - r.begin : 0) / r.chunk;
     const std::size_t k1 = ((end < r.end ? end : r.end) - r.begin + r.chunk - 1) / r.chunk;
-    for (std::size_t k = k0; k < k1; ++k)
-      if (try_claim(r, k, 0)) open_unmigrated(r, k, k + 1);
+    for (std::size_t k = k0; k < k1; ++k) {
+      if (try_claim(r, k, 0)) {
+        open_unmigrated(r, k, k + 1);
+      } else {
+        wait_while_claimed(r.words[k]);  // a toucher is opening it: disarm returns once it is open
+      }
+    }
   }
 }
 
 inline void disarm_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
   try {
     std::lock_guard<std::mutex> guard(arm_lock());
+    const async_signals_held held;
     disarm_locked(begin, end);
     sweep_finished();
   } catch (...) {  // std::mutex::lock cannot fail here in practice
@@ -132,6 +193,7 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
   if (ec) return;
   try {
     std::lock_guard<std::mutex> guard(arm_lock());
+    const async_signals_held held;
     sweep_finished();
     disarm_locked(begin, end);  // re-arming what is armed replaces it
     armed_range* slot = nullptr;
@@ -168,6 +230,7 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     slot->max_run = max_run < 1 ? 1 : max_run;
     slot->run.store(1, std::memory_order_relaxed);
     slot->armed_left.store(count, std::memory_order_relaxed);
+    slot->opened_whole.store(false, std::memory_order_relaxed);
     registry_live.fetch_add(1, std::memory_order_acq_rel);
     open_epoch.fetch_add(1, std::memory_order_acq_rel);
     slot->state.store(slot_active, std::memory_order_release);  // before protecting: see below
@@ -191,6 +254,7 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
 inline void touch_range(std::uintptr_t begin, std::uintptr_t end, std::error_code& ec) noexcept {
   try {
     std::lock_guard<std::mutex> guard(arm_lock());
+    const async_signals_held held;
     const std::size_t high = registry_high.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < high && !ec; ++i) {
       armed_range& r = registry[i];
@@ -199,23 +263,23 @@ inline void touch_range(std::uintptr_t begin, std::uintptr_t end, std::error_cod
       const std::uint32_t node_bits = node_bits_of(node);
       const std::size_t k0 = (begin > r.begin ? begin - r.begin : 0) / r.chunk;
       const std::size_t k1 = ((end < r.end ? end : r.end) - r.begin + r.chunk - 1) / r.chunk;
-      for (std::size_t k = k0; k < k1;) {
+      for (std::size_t k = k0; k < k1 && !ec;) {
         if (!try_claim(r, k, node_bits)) {
           wait_while_claimed(r.words[k++]);  // a toucher is opening it
           continue;
         }
-        std::size_t first = k, last = k + 1;
+        std::size_t last = k + 1;
         while (last < k1 && try_claim(r, last, node_bits)) ++last;
-        if (!still_armed(chunk_begin(r, first), chunk_end(r, last))) {
-          nt_counters.released.fetch_add(last - first, std::memory_order_relaxed);
-          mark_open(r, first, last);
-        } else if (const int error = open_claimed(r, first, last, node_bits); error != 0) {
-          unclaim(r, first, last);
-          ec = std::error_code(error, std::generic_category());
-          break;
-        } else {
-          move_opened(r, first, last, node, node_bits);
-        }
+        open_ours(r, k, last, [&](std::size_t b, std::size_t e) {
+          if (ec) return unclaim(r, b, e);  // an earlier run failed: leave these armed
+          std::size_t from = b, to = e;
+          if (const int error = open_claimed(r, from, to, node_bits); error != 0) {
+            unclaim(r, from, to);
+            ec = std::error_code(error, std::generic_category());
+          } else {
+            move_opened(r, from, to, node, node_bits);
+          }
+        });
         k = last;
       }
     }
@@ -231,9 +295,9 @@ inline bool range_is_armed(std::uintptr_t begin, std::uintptr_t end) noexcept {
   for (std::size_t i = 0; i < high; ++i) {
     armed_range& r = registry[i];
     if (r.state.load(std::memory_order_acquire) != slot_active) continue;
-    r.users.fetch_add(1, std::memory_order_acq_rel);  // keeps the words alive while we look
+    r.users.fetch_add(1, std::memory_order_seq_cst);  // keeps the words alive while we look
     bool armed = false;
-    if (r.state.load(std::memory_order_acquire) == slot_active && r.begin < end && begin < r.end) {
+    if (r.state.load(std::memory_order_seq_cst) == slot_active && r.begin < end && begin < r.end) {
       const std::size_t k0 = (begin > r.begin ? begin - r.begin : 0) / r.chunk;
       const std::size_t k1 = ((end < r.end ? end : r.end) - r.begin + r.chunk - 1) / r.chunk;
       for (std::size_t k = k0; k < k1 && !armed; ++k)

@@ -62,6 +62,7 @@ class block_cache {
     std::mutex lock;
     std::vector<block_cache*> idle;
   };
+  friend bool block_cache_registry_ready() noexcept;
   static registry& caches() {
     static registry* r = [] {
       auto* made = new registry;  // outlives every thread's exit (never destroyed)
@@ -102,5 +103,13 @@ class block_cache {
   node* private_ = nullptr;                           // owner only
   alignas(64) std::atomic<node*> returned_{nullptr};  // pushed by other threads
 };
+
+inline bool block_cache_registry_ready() noexcept {
+  block_cache::caches();
+  return true;
+}
+// First initialised during static initialisation, before any thread can fork: a child forked
+// while another thread runs a C++ static's first initialisation waits on its guard forever.
+inline const bool block_cache_ready = block_cache_registry_ready();
 
 }  // namespace numaaff::detail

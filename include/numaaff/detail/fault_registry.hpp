@@ -47,7 +47,8 @@ inline constexpr std::uint32_t range_claim_bits = chunk_node_mask;
 inline constexpr int slot_free = 0;
 inline constexpr int slot_setup = 1;
 inline constexpr int slot_active = 2;
-inline constexpr int slot_retiring = 3;
+inline constexpr int slot_retiring = 3;  // disarm is opening what is still armed
+inline constexpr int slot_draining = 4;  // ... and waits for handlers to leave: words off limits
 
 inline constexpr std::size_t registry_capacity = 4096;
 /// Pages per move_pages call in the handler. One call per 128-page chunk is what keeps
@@ -78,6 +79,7 @@ struct armed_range {
   std::uint32_t max_run = 1;
   std::atomic<std::uint32_t> run{1};          // adaptive: chunks claimed per fault now
   std::atomic<std::size_t> armed_left{0};     // chunks not yet claimed
+  std::atomic<bool> opened_whole{false};      // out of mappings, the whole range was opened
 };
 
 struct next_touch_counters {
@@ -165,7 +167,7 @@ inline bool readable(std::uintptr_t addr) noexcept {
   iovec local{&byte, 1};
   iovec remote{reinterpret_cast<void*>(addr), 1};
   return static_cast<bool>(
-      call(sys::process_vm_readv, [&] { return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0); }));
+      call(sys::process_vm_readv, [&] { return ::process_vm_readv(::gettid(), &local, 1, &remote, 1, 0); }));
 }
 
 /**
@@ -288,6 +290,9 @@ inline int open_claimed(armed_range& r, std::size_t& first, std::size_t& last, s
   // mapped throughout is opened whole.
   for (std::size_t k = 0; k < r.count; ++k)
     if (k < first || k >= last) try_claim(r, k, range_claim_bits);
+  // Chunks other threads have claimed become readable here before they check them: the flag
+  // tells them why (see claim_and_open).
+  r.opened_whole.store(true, std::memory_order_seq_cst);
   const bool opened = fully_mapped(r.begin, r.end) && static_cast<bool>(open(r.begin, r.end));
   for (std::size_t k = 0; k < r.count; ++k) {
     const std::uint32_t w = r.words[k].load(std::memory_order_acquire);
@@ -355,15 +360,21 @@ inline chunk_verdict claim_and_open(armed_range& r, std::size_t k, int node) noe
     r.run.store(run, std::memory_order_relaxed);
     while (last < r.count && last - k < run && try_claim(r, last, node_bits)) ++last;
   }
-  if (!still_armed(chunk_begin(r, first), chunk_end(r, last))) {
-    unclaim(r, first + 1, last);
-    last = first + 1;
-    if (!still_armed(chunk_begin(r, first), chunk_end(r, last))) {
-      mark_open(r, first, last);  // not ours to open, now or later
-      nt_counters.released.fetch_add(1, std::memory_order_relaxed);
-      return chunk_verdict::not_ours;
+  // Each chunk is checked: only the run of chunks still as we armed them is opened.
+  if (!still_armed(chunk_begin(r, k), chunk_end(r, k + 1))) {
+    unclaim(r, k + 1, last);
+    if (r.opened_whole.load(std::memory_order_seq_cst)) {  // opened by another thread for all
+      move_opened(r, k, k + 1, node, node_bits);
+      return chunk_verdict::handled;
     }
+    mark_open(r, k, k + 1);  // not ours to open, now or later
+    nt_counters.released.fetch_add(1, std::memory_order_relaxed);
+    return chunk_verdict::not_ours;
   }
+  std::size_t ours = k + 1;
+  while (ours < last && still_armed(chunk_begin(r, ours), chunk_end(r, ours + 1))) ++ours;
+  unclaim(r, ours, last);
+  last = ours;
   if (open_claimed(r, first, last, node_bits) != 0) {
     unclaim(r, first, last);
     return chunk_verdict::failed;
@@ -381,7 +392,8 @@ inline chunk_verdict handle_chunk_fault(armed_range& r, bool retiring, std::uint
     wait_while_claimed(w);
     return chunk_verdict::handled;
   }
-  if (retiring) {  // disarm is opening what is still armed: retry once it is done
+  if (retiring) {  // disarm is opening what is still armed: retry once it is done (it never
+                   // gives a chunk back armed: see retire_slot)
     ::sched_yield();
     return chunk_verdict::handled;
   }
@@ -401,9 +413,20 @@ inline fault_verdict handle_fault(std::uintptr_t addr, int homenode) noexcept {
   for (std::size_t i = 0; i < high; ++i) {
     armed_range& r = registry[i];
     const int seen = r.state.load(std::memory_order_acquire);
+    if (seen == slot_draining) {
+      // Retiring, and waiting for a handler still inside, which may hold this very chunk: the
+      // words are off limits, but the access is in flight, not foreign, until it is done.
+      if (addr >= r.begin && addr < r.end) {
+        ::sched_yield();
+        return fault_verdict::retry;
+      }
+      continue;
+    }
     if (seen != slot_active && seen != slot_retiring) continue;
-    r.users.fetch_add(1, std::memory_order_acq_rel);
-    const int state = r.state.load(std::memory_order_acquire);
+    // seq_cst on both sides (with retire_slot's draining store and users load): either the
+    // retiring thread sees us here, or we see it draining and keep off the words it unmaps.
+    r.users.fetch_add(1, std::memory_order_seq_cst);
+    const int state = r.state.load(std::memory_order_seq_cst);
     chunk_verdict verdict = chunk_verdict::open;
     if ((state == slot_active || state == slot_retiring) && addr >= r.begin && addr < r.end) {
       const std::uint64_t t0 = monotonic_ns();

@@ -28,11 +28,12 @@ inline constexpr long nr_set_mempolicy_home_node = 450;
 /**
  * True when the kernel will not make a NUMA call for this process at all: it has no NUMA
  * support (ENOSYS), or a sandbox denies the call (Docker's default seccomp profile without
- * CAP_SYS_NICE answers EPERM; others EACCES). None of these errors has another cause for the
- * arguments numaaff passes (no MPOL_MF_MOVE_ALL, pid 0). Placement then degrades to counted
- * no-ops instead of failing: see system_report.hpp.
+ * CAP_SYS_NICE answers EPERM). Neither has another cause for the arguments numaaff passes (no
+ * MPOL_MF_MOVE_ALL, pid 0); EACCES does (move_pages to a node outside the cpuset's mems) and
+ * stays an error. Placement then degrades to counted no-ops instead of failing: see
+ * system_report.hpp.
  */
-constexpr bool refused(int error) noexcept { return error == ENOSYS || error == EPERM || error == EACCES; }
+constexpr bool refused(int error) noexcept { return error == ENOSYS || error == EPERM; }
 
 /// What numaaff did not do because the kernel refused the call (process-wide, relaxed).
 struct refusal_counters {

@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <ucontext.h>
 
 #include <atomic>
 #include <cerrno>
@@ -42,26 +43,33 @@ inline void restore_default_segv() noexcept {
 }
 
 /// Hands a fault that is not ours to whoever was there before us, as the kernel would have
-/// delivered it: with that handler's sa_mask added to the blocked set, SIGSEGV itself blocked
-/// unless SA_NODEFER, and SA_RESETHAND honoured (called once, then the default action).
-/// SIG_IGN is the default action too: the kernel never ignores a fault.
+/// delivered it: with the mask of the interrupted code plus that handler's sa_mask, SIGSEGV
+/// itself blocked unless SA_NODEFER, and SA_RESETHAND honoured (called once, then the default
+/// action). SIG_IGN is the default action too: the kernel never ignores a fault.
 inline void chain_fault(int sig, siginfo_t* info, void* context) noexcept {
   const struct sigaction& prev = previous_segv_action;
-  const bool siginfo = (prev.sa_flags & SA_SIGINFO) != 0;
-  const bool dfl = siginfo ? prev.sa_sigaction == nullptr : prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN;
+  // sa_handler and sa_sigaction share storage: SIG_DFL and SIG_IGN whatever the flags say.
+  const bool dfl = prev.sa_handler == SIG_DFL || prev.sa_handler == SIG_IGN;
   if (dfl || ((static_cast<unsigned>(prev.sa_flags) & SA_RESETHAND) != 0 && previous_segv_reset.exchange(true))) {
     restore_default_segv();
     return;
   }
-  sigset_t saved;
-  ::pthread_sigmask(SIG_BLOCK, &prev.sa_mask, &saved);
-  if ((prev.sa_flags & SA_NODEFER) != 0) {
-    sigset_t segv;
-    sigemptyset(&segv);
-    sigaddset(&segv, SIGSEGV);
-    ::pthread_sigmask(SIG_UNBLOCK, &segv, nullptr);
+  sigset_t mask;
+  if (context != nullptr) {
+    mask = static_cast<const ucontext_t*>(context)->uc_sigmask;
+  } else {
+    ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
   }
-  if (siginfo) {
+  for (int s = 1; s < NSIG; ++s)
+    if (sigismember(&prev.sa_mask, s) == 1) sigaddset(&mask, s);
+  if ((prev.sa_flags & SA_NODEFER) != 0) {
+    sigdelset(&mask, SIGSEGV);
+  } else {
+    sigaddset(&mask, SIGSEGV);
+  }
+  sigset_t saved;
+  ::pthread_sigmask(SIG_SETMASK, &mask, &saved);
+  if ((prev.sa_flags & SA_SIGINFO) != 0) {
     prev.sa_sigaction(sig, info, context);
   } else {
     prev.sa_handler(sig);
@@ -96,7 +104,7 @@ inline void bind_handler_calls() noexcept {
   char copy = 0;
   iovec local{&copy, 1};
   iovec remote{&byte, 1};
-  ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0);
+  ::process_vm_readv(::gettid(), &local, 1, &remote, 1, 0);
   unsigned cpu = 0, node = 0;
   ::getcpu(&cpu, &node);
   (void)monotonic_ns();
@@ -105,6 +113,14 @@ inline void bind_handler_calls() noexcept {
   sigset_t mask;
   ::pthread_sigmask(SIG_BLOCK, nullptr, &mask);
   ::pthread_sigmask(SIG_SETMASK, &mask, nullptr);
+  // chain_fault's and restore_default_segv's calls
+  sigset_t scratch;
+  sigemptyset(&scratch);
+  sigaddset(&scratch, SIGSEGV);
+  (void)sigismember(&scratch, SIGSEGV);
+  sigdelset(&scratch, SIGSEGV);
+  struct sigaction current = {};
+  ::sigaction(SIGSEGV, nullptr, &current);
 }
 
 /// Installs the handler once per process (thread-safe). The handler takes the previous
@@ -117,7 +133,10 @@ inline std::error_code install_segv_handler() noexcept {
       bind_handler_calls();
       struct sigaction ours = {};
       ours.sa_sigaction = segv_handler;
-      sigemptyset(&ours.sa_mask);
+      // Every other signal waits while the handler holds a chunk: a signal handler touching
+      // that chunk would otherwise wait for its own thread. (Faults cannot be held back; the
+      // previous handler gets the mask it asked for, see chain_fault.)
+      sigfillset(&ours.sa_mask);
       struct sigaction prev = {};
       auto r = call(sys::sigaction, [&] { return ::sigaction(SIGSEGV, nullptr, &prev); });
       if (!r) {
