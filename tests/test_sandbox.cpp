@@ -109,7 +109,7 @@ TEST(Sandbox, PoliciesAreCountedNoOps) {
               const std::size_t bytes = 64 * ps;
               void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
               const std::uint64_t before = numaaff::refusal_stats().policies_skipped;
-              numaaff::bind(p, bytes, {node});
+              numaaff::bind(p, bytes, node);
               numaaff::interleave(p, bytes, {node});
               numaaff::interleave(p, bytes, {node}, 4 * ps);
               numaaff::prefer(p, bytes, node);
@@ -119,7 +119,7 @@ TEST(Sandbox, PoliciesAreCountedNoOps) {
               // Caller mistakes are still mistakes.
               bool rejected = false;
               try {
-                numaaff::bind(p, bytes, {4000});
+                numaaff::bind(p, bytes, 4000);
               } catch (const std::invalid_argument&) {
                 rejected = true;
               }
