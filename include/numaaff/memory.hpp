@@ -257,6 +257,20 @@ inline const std::vector<node_id>& kernel_nodes() {
   return nodes;
 }
 
+/// The tables that allocation, arming and freeing read are first built during static
+/// initialisation (as libnuma reads sysfs when it is loaded), before any thread can fork: a
+/// child forked while another thread runs a C++ static's first initialisation waits on its
+/// guard forever.
+inline bool build_process_tables() noexcept {
+  try {
+    (void)page_size();
+    (void)kernel_nodes();
+  } catch (...) {  // out of memory at start-up: built on first use instead
+  }
+  return true;
+}
+inline const bool process_tables_ready = build_process_tables();
+
 /// A validated, page-rounded range.
 struct page_span {
   std::uintptr_t first = 0;  // first page address

@@ -56,7 +56,9 @@
  *   disable THP for the range (`madvise(MADV_NOHUGEPAGE)`) before its first touch.
  * - fork(): the child inherits armed ranges and handles its own first touches; arming,
  *   disarming and freeing in other threads never leave the child a locked or half-done
- *   registry.
+ *   registry (the locks are held around fork, and numaaff's process-wide tables are built
+ *   during static initialisation, since a C++ static whose first initialisation another
+ *   thread is running at the fork stays locked in the child).
  * - Signal stack: the handler needs under 2 KiB of stack of its own, so it also runs on an
  *   8 KiB alternate signal stack (SIGSTKSZ) installed by the application or a runtime.
  * - One node: the whole path runs (trap, open, migrate to node 0); pages stay where they are.
