@@ -1,7 +1,8 @@
 // The state behind affinity_on_next_touch: a fixed-capacity table of armed ranges, one 32-bit
 // word per chunk, process-wide counters, and the code the SIGSEGV handler runs for a fault on
 // an armed chunk. Everything the handler touches is preallocated and lock-free; it calls only
-// mprotect, move_pages, getcpu, futex and clock_gettime, all plain system calls.
+// mprotect, move_pages, mincore, process_vm_readv, gettid, getcpu, futex, sched_yield and
+// clock_gettime, all plain system calls (bound before the first fault: signal_handler.hpp).
 //
 // Chunk word: bits 0-7 state, bits 8-23 node+1 of the thread that claimed it (adaptive
 // granularity looks at its neighbours), bit 31 "someone waits on the futex".
