@@ -428,4 +428,42 @@ TEST(NextTouchTrust, ChildrenForkedWhileOtherThreadsArmDisarmAndFreeNeverHang) {
   EXPECT_EQ(o, (outcome{0, 0, "0"})) << "children that hung or crashed";
 }
 
+// fork() copies the signal actions before the memory: a thread that installs the handler
+// while another forks could leave the child believing it installed, with the old action.
+TEST(NextTouchTrust, AChildForkedWhileAnotherThreadInstallsTheHandlerHasItInstalled) {
+  no_core();
+  int crashed = 0;
+  for (int round = 0; round < 150; ++round) {
+    const outcome o = in_child(
+        [round] {  // a fresh process: its first arm installs the handler
+          std::atomic<bool> arming{false};
+          std::thread installer([&arming] {
+            char* r = map(1 << 20);
+            arming = true;
+            numaaff::affinity_on_next_touch(r, 1 << 20);
+            write_to(r);
+          });
+          while (!arming) {
+          }
+          for (volatile int spin = 0; spin < (round % 50) * 400; ++spin) {
+          }
+          const pid_t pid = fork();
+          if (pid == 0) {
+            alarm(10);
+            char* r = map(1 << 20);
+            numaaff::affinity_on_next_touch(r, 1 << 20);
+            write_to(r + 3 * ps);
+            _exit(0);
+          }
+          int status = 0;
+          waitpid(pid, &status, 0);
+          installer.join();
+          report(WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "ok" : "crashed");
+        },
+        30);
+    if (!(o == outcome{0, 0, "ok"})) ++crashed;
+  }
+  EXPECT_EQ(crashed, 0) << "children of 150 forks that met the default SIGSEGV action on their own armed range";
+}
+
 }  // namespace

@@ -189,10 +189,10 @@ inline void disarm_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
 /// Arms [begin, end) (page-aligned) in chunks of `chunk` bytes.
 inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chunk, touch_target target, bool adaptive,
                       std::uint32_t max_run, std::error_code& ec) noexcept {
-  ec = install_segv_handler();
-  if (ec) return;
   try {
     std::lock_guard<std::mutex> guard(arm_lock());
+    ec = install_segv_handler_locked();
+    if (ec) return;
     const async_signals_held held;
     sweep_finished();
     disarm_locked(begin, end);  // re-arming what is armed replaces it

@@ -22,7 +22,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
-#include <mutex>
 #include <system_error>
 
 namespace numaaff::detail {
@@ -123,39 +122,33 @@ inline void bind_handler_calls() noexcept {
   ::sigaction(SIGSEGV, nullptr, &current);
 }
 
-/// Installs the handler once per process (thread-safe). The handler takes the previous
-/// handler's SA_ONSTACK so that faults it must pass on (stack overflows) still reach it.
-inline std::error_code install_segv_handler() noexcept {
-  static std::once_flag once;
-  static std::error_code result;
-  try {
-    std::call_once(once, [] {
-      bind_handler_calls();
-      struct sigaction ours = {};
-      ours.sa_sigaction = segv_handler;
-      // Every other signal waits while the handler holds a chunk: a signal handler touching
-      // that chunk would otherwise wait for its own thread. (Faults cannot be held back; the
-      // previous handler gets the mask it asked for, see chain_fault.)
-      sigfillset(&ours.sa_mask);
-      struct sigaction prev = {};
-      auto r = call(sys::sigaction, [&] { return ::sigaction(SIGSEGV, nullptr, &prev); });
-      if (!r) {
-        result = r.code();
-        return;
-      }
-      ours.sa_flags = SA_SIGINFO | SA_RESTART | (prev.sa_flags & SA_ONSTACK);
-      previous_segv_action = prev;
-      r = call(sys::sigaction, [&] { return ::sigaction(SIGSEGV, &ours, &previous_segv_action); });
-      if (!r) {
-        result = r.code();
-        return;
-      }
-      segv_handler_installed.store(true, std::memory_order_release);
-    });
-  } catch (...) {
-    return std::make_error_code(std::errc::resource_unavailable_try_again);
-  }
-  return result;
+/**
+ * Installs the handler once per process; a failed attempt is tried again by the next call.
+ * The handler takes the previous handler's SA_ONSTACK so that faults it must pass on (stack
+ * overflows) still reach it.
+ *
+ * The caller holds arm_lock, which is also held around fork(): the kernel copies a process's
+ * signal actions before its memory, so a child forked while another thread installs could
+ * otherwise see "installed" in its memory and the old action in its signal table.
+ */
+inline std::error_code install_segv_handler_locked() noexcept {
+  if (segv_handler_installed.load(std::memory_order_acquire)) return {};
+  bind_handler_calls();
+  struct sigaction ours = {};
+  ours.sa_sigaction = segv_handler;
+  // Every other signal waits while the handler holds a chunk: a signal handler touching
+  // that chunk would otherwise wait for its own thread. (Faults cannot be held back; the
+  // previous handler gets the mask it asked for, see chain_fault.)
+  sigfillset(&ours.sa_mask);
+  struct sigaction prev = {};
+  auto r = call(sys::sigaction, [&] { return ::sigaction(SIGSEGV, nullptr, &prev); });
+  if (!r) return r.code();
+  ours.sa_flags = SA_SIGINFO | SA_RESTART | (prev.sa_flags & SA_ONSTACK);
+  previous_segv_action = prev;
+  r = call(sys::sigaction, [&] { return ::sigaction(SIGSEGV, &ours, &previous_segv_action); });
+  if (!r) return r.code();
+  segv_handler_installed.store(true, std::memory_order_release);
+  return {};
 }
 
 }  // namespace numaaff::detail
