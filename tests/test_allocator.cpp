@@ -6,11 +6,14 @@
 #include <numaaff/detail/syscall.hpp>
 
 #include "common/placement_check.hpp"
+#include "common/process.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <list>
@@ -39,7 +42,7 @@ TEST(NodeAllocator, MeetsTheAllocatorRequirementsInContainers) {
   numaaff::node_allocator<double> b(a);  // rebind copy
   EXPECT_EQ(a, numaaff::node_allocator<int>(b));
   EXPECT_EQ(b.node(), home());
-  numaaff::node_allocator<int> preferred(home(), numaaff::alloc_options{false, false, false});
+  numaaff::node_allocator<int> preferred(home(), numaaff::alloc_options{false, false});
   EXPECT_NE(a, preferred);
 
   numaaff::node_vector<int> v(a);
@@ -154,7 +157,7 @@ TEST(Resources, PmrContainersAndEquality) {
   for (int i = 0; i < 5000; ++i) small[i] = i;
   EXPECT_EQ(small[4999], 4999);
   EXPECT_TRUE(on.is_equal(numaaff::node_resource(home())));
-  EXPECT_FALSE(on.is_equal(numaaff::node_resource(home(), numaaff::alloc_options{false, false, false})));
+  EXPECT_FALSE(on.is_equal(numaaff::node_resource(home(), numaaff::alloc_options{false, false})));
   EXPECT_FALSE(on.is_equal(*std::pmr::new_delete_resource()));
   numaaff::interleave_resource il({home()});
   EXPECT_TRUE(il.is_equal(il));
@@ -189,12 +192,12 @@ TEST(AllocateOnNode, OptionsPopulateAndHugePages) {
   EXPECT_EQ(numaaff_test::query_pages(lazy, bytes).unpopulated, bytes / static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));  // first touch places
   numaaff::deallocate(lazy, bytes);
 
-  const numaaff::alloc_options eager{true, true, false};
+  const numaaff::alloc_options eager{true, true};
   void* now = numaaff::allocate_on_node(bytes, home(), eager);
   EXPECT_EQ(numaaff_test::query_pages(now, bytes).on(home()), bytes / static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
   numaaff::deallocate(now, bytes, eager);
 
-  const numaaff::alloc_options huge{true, false, true};
+  const numaaff::alloc_options huge{true, false, numaaff::huge_page_mode::always};
   void* h = numaaff::allocate_on_node(bytes, home(), huge);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(h) % (2 << 20), 0u);
   numaaff::deallocate(h, bytes, huge);
@@ -205,9 +208,9 @@ TEST(AllocateOnNode, OptionsPopulateAndHugePages) {
 
 TEST(AllocateOnNode, StrictPopulateBeyondTheNodeIsBadAllocNotACrash) {
   const std::size_t too_much = std::size_t{1} << 46;  // 64 TiB
-  EXPECT_THROW(numaaff::allocate_on_node(too_much, home(), numaaff::alloc_options{true, true, false}), std::bad_alloc);
+  EXPECT_THROW(numaaff::allocate_on_node(too_much, home(), numaaff::alloc_options{true, true}), std::bad_alloc);
   std::error_code ec;
-  EXPECT_EQ(numaaff::allocate_on_node(too_much, home(), numaaff::alloc_options{true, true, false}, ec), nullptr);
+  EXPECT_EQ(numaaff::allocate_on_node(too_much, home(), numaaff::alloc_options{true, true}, ec), nullptr);
   EXPECT_EQ(ec, std::errc::not_enough_memory);
 }
 
@@ -249,3 +252,123 @@ TEST(AllocateOnNode, KernelRefusalsSurface) {
 }
 
 }  // namespace
+
+// ---- transparent huge pages --------------------------------------------------------------
+
+namespace {
+
+/// The VmFlags of the mapping holding `p` (from /proc/self/smaps): "nh" is MADV_NOHUGEPAGE,
+/// "hg" MADV_HUGEPAGE. The kernel's own record, whatever the system's THP setting.
+std::string vm_flags(const void* p) {
+  std::FILE* f = std::fopen("/proc/self/smaps", "r");
+  if (f == nullptr) return "no smaps";
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  bool inside = false;
+  std::string flags = "not mapped";
+  char line[512];
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, ':') != nullptr && line[0] != 'V') {
+      inside = lo <= at && at < hi;
+    } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
+      flags = line + 8;
+      break;
+    }
+  }
+  std::fclose(f);
+  return flags;
+}
+bool has_flag(const void* p, const char* flag) {
+  const std::string f = " " + vm_flags(p) + " ";
+  return f.find(std::string(" ") + flag + " ") != std::string::npos || f.find(std::string(" ") + flag + "\n") != std::string::npos;
+}
+
+}  // namespace
+
+TEST(HugePages, PerBlockByDefaultNoHugePageEverHoldsTwoBlocks) {
+  using numaaff::huge_page_mode;
+  EXPECT_EQ(numaaff::alloc_options{}.huge_pages, huge_page_mode::per_block);
+  const std::size_t mib = std::size_t{1} << 20;
+  // A block under 2 MiB (an AMR block): none.
+  void* small = numaaff::allocate_on_node(72 << 10, home());
+  EXPECT_TRUE(has_flag(small, "nh")) << vm_flags(small);
+  // 5 MiB: 2 MiB-aligned, huge pages allowed in its first 4 MiB, none in its partial tail.
+  void* big = numaaff::allocate_on_node(5 * mib, home());
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big) % (2 * mib), 0u);
+  EXPECT_FALSE(has_flag(big, "nh")) << vm_flags(big);
+  EXPECT_TRUE(has_flag(static_cast<char*>(big) + 4 * mib, "nh")) << vm_flags(static_cast<char*>(big) + 4 * mib);
+  // Small blocks' slabs: none.
+  auto tiny = numaaff::node_allocator<int>(home()).allocate(8);
+  EXPECT_TRUE(has_flag(tiny, "nh")) << vm_flags(tiny);
+  numaaff::node_allocator<int>(home()).deallocate(tiny, 8);
+  numaaff::deallocate(small, 72 << 10);
+  numaaff::deallocate(big, 5 * mib);
+}
+
+TEST(HugePages, AlwaysAndNeverAreWhatTheySay) {
+  using numaaff::huge_page_mode;
+  const std::size_t bytes = std::size_t{3} << 20;
+  const numaaff::alloc_options always{true, false, huge_page_mode::always};
+  const numaaff::alloc_options never{true, false, huge_page_mode::never};
+  void* a = numaaff::allocate_on_node(bytes, home(), always);
+  void* n = numaaff::allocate_on_node(bytes, home(), never);
+  EXPECT_TRUE(has_flag(a, "hg")) << vm_flags(a);
+  EXPECT_TRUE(has_flag(n, "nh")) << vm_flags(n);
+  numaaff::deallocate(a, bytes, always);
+  numaaff::deallocate(n, bytes, never);
+  // Interleaved memory spreads page by page: no huge pages unless asked.
+  std::vector<char, numaaff::interleave_allocator<char>> v(bytes, 0, numaaff::interleave_allocator<char>({home()}));
+  EXPECT_TRUE(has_flag(v.data(), "nh")) << vm_flags(v.data());
+}
+
+// ---- default-constructible allocators and allocate_interleaved ----------------------------
+
+struct mesh {  // what an application writes: allocators as plain container members
+  std::vector<double, numaaff::node_allocator<double>> cells;
+  std::vector<int, numaaff::interleave_allocator<int>> shared;
+};
+
+TEST(Allocators, DefaultConstructedForContainerMembers) {
+  mesh m;  // the constructing thread's homenode; every node
+  m.cells.assign(100000, 1.5);
+  m.shared.assign(100000, 7);
+  EXPECT_EQ(m.cells.get_allocator().node(), numaaff::this_homenode());
+  EXPECT_EQ(m.shared.get_allocator().nodes(), numaaff::detail::kernel_nodes());
+  EXPECT_EQ(numaaff::interleave_allocator<int>(), numaaff::interleave_allocator<long>()) << "one shared cursor";
+  const auto raw = numaaff_test::query_pages(m.cells.data(), m.cells.size() * sizeof(double));
+  EXPECT_EQ(raw.on(home()), raw.total);
+  mesh copy = m;
+  EXPECT_EQ(copy.cells, m.cells);
+
+  const std::string child = numaaff_test::run_in_child(10, [] {  // a thread with a homenode
+    numaaff::set_homenode(home());
+    numaaff::node_allocator<int> a;
+    return a.node() == home() ? 0 : 1;
+  });
+  EXPECT_EQ(child, "");
+}
+
+TEST(Allocators, AllocateInterleavedIsRealAndFreesWithDeallocate) {
+  for (std::size_t bytes : {std::size_t{24}, std::size_t{40} << 10, std::size_t{3} << 20}) {
+    void* p = numaaff::allocate_interleaved(bytes);
+    ASSERT_NE(p, nullptr);
+    std::memset(p, 0x5a, bytes);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % alignof(std::max_align_t), 0u);
+    numaaff::deallocate(p, bytes);
+  }
+}
+
+TEST(Allocators, InterleaveNodesFromTheEnvironment) {
+  using numaaff::detail::interleave_nodes_from;  // what the variable's value gives
+  EXPECT_EQ(interleave_nodes_from(nullptr), numaaff::detail::kernel_nodes());
+  EXPECT_EQ(interleave_nodes_from(" "), numaaff::detail::kernel_nodes());
+  EXPECT_EQ(interleave_nodes_from(std::to_string(home()).c_str()), std::vector<int>{home()});
+  for (const char* bad : {"0-999999999", "banana", "1023", "0,", "-1", "3-1"}) {
+    try {
+      (void)interleave_nodes_from(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("NUMAAFF_INTERLEAVE_NODES"), std::string::npos) << e.what();
+    }
+  }
+}

@@ -19,7 +19,12 @@
  * When pages are placed: at first touch, on the chosen node, by default. `populate = true`
  * places a large block's pages during allocation (and refuses, with std::bad_alloc, a strict
  * block larger than the node's free memory, instead of meeting the OOM killer later).
- * `huge_pages = true` aligns large blocks to 2 MiB and asks for transparent huge pages.
+ * Transparent huge pages (`alloc_options::huge_pages`): a huge page sits on one node whole and
+ * migrates whole, so by default (`huge_page_mode::per_block`) no huge page ever holds two
+ * blocks: blocks under 2 MiB and the small-block slabs get none (each block keeps its own
+ * placement and moves alone), larger blocks are 2 MiB-aligned and get them except in their
+ * last, partial 2 MiB. `huge_page_mode::always` asks for them everywhere (large per-node
+ * arrays); `never` turns them off. Interleaved blocks have none unless `always`.
  *
  * One node: everything works; all memory is on node 0.
  *
@@ -34,9 +39,11 @@
 #include "detail/arena.hpp"
 #include "detail/homenode.hpp"
 #include "detail/throw.hpp"
+#include "homenode.hpp"
 #include "memory.hpp"
 #include "topology.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
@@ -53,46 +60,8 @@ namespace numaaff {
 
 /// Placement options of allocators and resources (see the file comment).
 using alloc_options = detail::placement_options;
-
-namespace detail {
-
-/// `NUMAAFF_HOMENODE`, read once: the homenode of threads that set none (-1 when unset).
-inline node_id environment_homenode() {
-  static const node_id node = [] {
-    const char* v = std::getenv("NUMAAFF_HOMENODE");
-    if (v == nullptr || trim(v).empty()) return -1;
-    int n = -1;
-    if (!parse_int(v, n) || !valid_node(n))
-      throw_invalid_argument(std::string("NUMAAFF_HOMENODE='") + v + "': expected one of the kernel's nodes (" +
-                             format_list(kernel_nodes()) + ")");
-    return n;
-  }();
-  return node;
-}
-
-}  // namespace detail
-
-/**
- * The calling thread's homenode: inside a thread-pool task, the task's; else the one
- * set_homenode() gave the thread; else the process's (`NUMAAFF_HOMENODE`, as the launcher
- * `numaaff-run -n` sets it); else the node the thread runs on now. Thread-safe, no allocation,
- * no blocking. @throws std::invalid_argument when `NUMAAFF_HOMENODE` is not a kernel node.
- */
-inline node_id this_homenode() {
-  if (detail::thread_home.node >= 0) return detail::thread_home.node;
-  const node_id env = detail::environment_homenode();
-  return env >= 0 ? env : current_node();
-}
-
-/**
- * Sets the calling thread's homenode (memory only: it does not move the thread; the thread
- * pool's workers are bound to theirs). `-1` clears it.
- * @throws std::invalid_argument for a node the kernel does not have.
- */
-inline void set_homenode(node_id node) {
-  if (node != -1) detail::require_node("set_homenode", node);
-  detail::thread_home = {node, true};
-}
+/// Transparent huge pages in numaaff's memory (see the file comment).
+using huge_page_mode = detail::huge_page_mode;
 
 namespace detail {
 
@@ -137,16 +106,20 @@ struct interleave_state {
   node_id pick() noexcept { return nodes[next.fetch_add(1, std::memory_order_relaxed) % nodes.size()]; }
 };
 
+/// How a large interleaved block is mapped: a huge page lands on one node whole, so
+/// page-by-page interleaving has none unless the caller asked for them.
+inline alloc_options interleaved_mapping(const alloc_options& o) noexcept {
+  return {false, false, o.huge_pages == huge_page_mode::always ? huge_page_mode::always : huge_page_mode::never};
+}
+
 inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::size_t align) {
   if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), s.options);
   // A large block: map it on the first node, then interleave its pages over all of them.
-  void* p = allocate_or_throw(bytes, align, s.nodes.front(), alloc_options{false, false, s.options.huge_pages});
-  // A transparent huge page lands on one node whole: page-by-page interleaving needs them off.
-  if (!s.options.huge_pages) call(sys::madvise, [&] { return ::madvise(p, align_up(bytes, page_size()), MADV_NOHUGEPAGE); });
+  void* p = allocate_or_throw(bytes, align, s.nodes.front(), interleaved_mapping(s.options));
   std::error_code ec;
   interleave(p, bytes, s.nodes, policy_options{}, ec);
   if (ec) {
-    numa_deallocate(p, bytes, align, alloc_options{false, false, s.options.huge_pages});
+    numa_deallocate(p, bytes, align, interleaved_mapping(s.options));
     throw_system_error(ec, "mbind");
   }
   if (s.options.populate) {
@@ -158,7 +131,30 @@ inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::si
 
 inline void interleave_deallocate(const interleave_state& s, void* p, std::size_t bytes, std::size_t align) noexcept {
   if (is_small(bytes, align)) return numa_deallocate(p, bytes, align, s.options);
-  numa_deallocate(p, bytes, align, alloc_options{false, false, s.options.huge_pages});
+  numa_deallocate(p, bytes, align, interleaved_mapping(s.options));
+}
+
+/// The nodes a `NUMAAFF_INTERLEAVE_NODES` value names; every kernel node for none.
+inline std::vector<node_id> interleave_nodes_from(const char* value) {
+  if (value == nullptr || trim(value).empty()) return kernel_nodes();
+  std::vector<node_id> nodes;
+  if (!parse_list(value, nodes, max_nodes) || nodes.empty() ||
+      !std::all_of(nodes.begin(), nodes.end(), [](node_id n) { return valid_node(n); }))
+    throw_invalid_argument(std::string("NUMAAFF_INTERLEAVE_NODES='") + value +
+                           "': expected a list of the kernel's nodes such as 0-3 or 0,2 (nodes: " +
+                           format_list(kernel_nodes()) + ")");
+  return nodes;
+}
+
+/// Read once, shared by every default-constructed interleave_allocator and by
+/// allocate_interleaved.
+inline const std::shared_ptr<interleave_state>& default_interleave_state() {
+  static const std::shared_ptr<interleave_state> state = [] {
+    auto s = std::make_shared<interleave_state>();
+    s->nodes = interleave_nodes_from(std::getenv("NUMAAFF_INTERLEAVE_NODES"));
+    return s;
+  }();
+  return state;
 }
 
 }  // namespace detail
@@ -186,9 +182,22 @@ inline void* allocate_on_node(std::size_t bytes, node_id node, alloc_options opt
   }
   return detail::numa_allocate(bytes, alignof(std::max_align_t), node, options, ec);
 }
-/// Frees a block from allocate_on_node. Thread-safe, never throws.
+/// Frees a block from allocate_on_node or allocate_interleaved. Thread-safe, never throws.
 inline void deallocate(void* p, std::size_t bytes, alloc_options options = {}) noexcept {
   detail::numa_deallocate(p, bytes, alignof(std::max_align_t), options);
+}
+
+/**
+ * `bytes` of memory spread over the nodes: a block above 32 KiB page by page over all of
+ * them, a smaller one whole on the next node in turn. Over `NUMAAFF_INTERLEAVE_NODES` if set,
+ * else every node. Free with deallocate(p, bytes) (default options).
+ *
+ * Thread-safe. @throws std::bad_alloc when memory runs out; std::system_error named "mbind"
+ * if the kernel refuses the policy; std::invalid_argument for a malformed
+ * `NUMAAFF_INTERLEAVE_NODES`.
+ */
+inline void* allocate_interleaved(std::size_t bytes) {
+  return detail::interleave_allocate(*detail::default_interleave_state(), bytes, alignof(std::max_align_t));
 }
 
 // ---- STL allocators ---------------------------------------------------------------------
@@ -206,6 +215,13 @@ class node_allocator : public detail::propagating_allocator {
  public:
   using value_type = T;
 
+  /**
+   * On the homenode of the thread that constructs it (this_homenode(); a logical node of a
+   * synthetic-topology pool is never used), fixed from then on: a container member of a class
+   * gets the node of the thread that builds the object, and keeps it when copied or moved.
+   * @throws std::invalid_argument when `NUMAAFF_HOMENODE` is not a kernel node.
+   */
+  node_allocator() : node_(detail::local_node()) {}
   /// @throws std::invalid_argument for a node the kernel does not have.
   explicit node_allocator(node_id node, alloc_options options = {}) : node_(node), options_(options) {
     detail::require_node("node_allocator", node);
@@ -246,6 +262,13 @@ class interleave_allocator : public detail::propagating_allocator {
  public:
   using value_type = T;
 
+  /**
+   * Over the nodes `NUMAAFF_INTERLEAVE_NODES` lists (kernel syntax: "0-3", "0,2"), else every
+   * node of the kernel. All default-constructed allocators share one cursor and compare equal.
+   * @throws std::invalid_argument if `NUMAAFF_INTERLEAVE_NODES` is malformed or names a node
+   *         the kernel does not have (the message names the variable).
+   */
+  interleave_allocator() : state_(detail::default_interleave_state()) {}
   /// @throws std::invalid_argument for an empty list or a node the kernel does not have.
   explicit interleave_allocator(std::vector<node_id> nodes, alloc_options options = {}) {
     detail::require_nodes("interleave_allocator", nodes);

@@ -243,15 +243,7 @@ inline const std::vector<node_id>& kernel_nodes() {
     std::string text;
     std::getline(in, text);
     std::vector<node_id> out;
-    for (std::string_view part : split(trim(text), ',')) {
-      const std::size_t dash = part.find('-');
-      int lo = 0, hi = 0;
-      if (!parse_int(part.substr(0, dash), lo)) continue;
-      hi = lo;
-      if (dash != std::string_view::npos && !parse_int(part.substr(dash + 1), hi)) continue;
-      for (int n = lo; n <= hi; ++n) out.push_back(n);
-    }
-    if (out.empty()) out.push_back(0);
+    if (!parse_list(text, out) || out.empty()) out.assign(1, 0);
     return out;
   }();
   return nodes;

@@ -12,6 +12,7 @@
 #include "allocator.hpp"
 #include "config.hpp"
 #include "errors.hpp"
+#include "homenode.hpp"
 #include "memory.hpp"
 #include "next_touch.hpp"
 #include "system_report.hpp"

@@ -27,6 +27,7 @@
 #error "numaaff/openmp.hpp needs OpenMP: compile with -fopenmp (CMake: link OpenMP::OpenMP_CXX)"
 #endif
 
+#include "detail/pinning.hpp"
 #include "detail/throw.hpp"
 #include "thread_pool.hpp"
 #include "topology.hpp"
@@ -42,19 +43,6 @@
 #include <type_traits>
 #include <utility>
 #include <vector>
-
-namespace numaaff::detail {
-
-/// Pins the calling thread to `cpu` (-1: leaves it unpinned). No allocation.
-inline bool pin_to_cpu(int cpu) noexcept {
-  if (cpu < 0) return false;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(static_cast<std::size_t>(cpu), &set);
-  return ::sched_setaffinity(0, sizeof set, &set) == 0;
-}
-
-}  // namespace numaaff::detail
 
 namespace numaaff::openmp {
 

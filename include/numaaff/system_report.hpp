@@ -101,6 +101,7 @@ struct refusal_statistics {
   std::uint64_t policies_skipped = 0;  ///< policy calls that changed nothing
   std::uint64_t mappings_unbound = 0;  ///< allocations left to first-touch placement
   std::uint64_t pages_unmoved = 0;     ///< pages move_to could not move or where() could not locate
+  std::uint64_t threads_unpinned = 0;  ///< pin_this_thread calls that could not bind the thread
 };
 
 /// A snapshot of the refusal counters. Thread-safe, lock-free, no allocation.
@@ -295,6 +296,7 @@ inline refusal_statistics refusal_stats() noexcept {
   s.policies_skipped = detail::refusals.policies.load(std::memory_order_relaxed);
   s.mappings_unbound = detail::refusals.mappings.load(std::memory_order_relaxed);
   s.pages_unmoved = detail::refusals.pages.load(std::memory_order_relaxed);
+  s.threads_unpinned = detail::refusals.pinnings.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -24,6 +24,7 @@
  */
 #pragma once
 
+#include "detail/pinning.hpp"
 #include "detail/throw.hpp"
 #include "topology.hpp"
 
@@ -69,24 +70,22 @@ namespace detail {
 /// Pins threads entering an arena to a node's CPUs; puts their previous mask back on exit.
 class node_pinning_observer final : public tbb::task_scheduler_observer {
  public:
-  node_pinning_observer(tbb::task_arena& arena, const std::vector<int>& cpus) : tbb::task_scheduler_observer(arena) {
-    CPU_ZERO(&mask_);
-    for (int c : cpus) CPU_SET(static_cast<std::size_t>(c), &mask_);
+  node_pinning_observer(tbb::task_arena& arena, const std::vector<int>& cpus)
+      : tbb::task_scheduler_observer(arena), mask_(detail::cpu_mask(cpus)) {
     observe(true);
   }
   ~node_pinning_observer() override { observe(false); }
 
   void on_scheduler_entry(bool) override {
     cpu_set_t previous;
-    CPU_ZERO(&previous);
-    const bool saved = ::sched_getaffinity(0, sizeof previous, &previous) == 0;
+    const bool saved = detail::current_mask(previous);
     saved_masks().push_back({saved, previous});
-    ::sched_setaffinity(0, sizeof mask_, &mask_);  // failure leaves the thread as it was
+    (void)detail::pin_to_mask(mask_);  // failure leaves the thread as it was
   }
   void on_scheduler_exit(bool) override {
     std::vector<std::pair<bool, cpu_set_t>>& stack = saved_masks();
     if (stack.empty()) return;
-    if (stack.back().first) ::sched_setaffinity(0, sizeof stack.back().second, &stack.back().second);
+    if (stack.back().first) (void)detail::pin_to_mask(stack.back().second);
     stack.pop_back();
   }
 

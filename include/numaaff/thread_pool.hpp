@@ -59,6 +59,7 @@
 #include "detail/block_cache.hpp"
 #include "detail/futex.hpp"
 #include "detail/homenode.hpp"
+#include "detail/pinning.hpp"
 #include "detail/text.hpp"
 #include "detail/throw.hpp"
 #include "detail/work_deque.hpp"
@@ -704,11 +705,7 @@ inline thread_pool::thread_pool(const thread_pool_options& options)
     try {
       w->thread = std::thread([this, wp, &unbound, &started] {
         if (wp->cpu >= 0) {
-          cpu_set_t set;
-          CPU_ZERO(&set);
-          CPU_SET(static_cast<std::size_t>(wp->cpu), &set);
-          const auto r = detail::call(detail::sys::sched_setaffinity, [&] { return ::sched_setaffinity(0, sizeof set, &set); });
-          if (!r) {
+          if (!detail::pin_to_cpu(wp->cpu)) {
             wp->cpu = -1;
             unbound.fetch_add(1);
           }

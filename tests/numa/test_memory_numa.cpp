@@ -179,12 +179,12 @@ TEST(MemoryNuma, StrictAllocationBeyondANodeFailsCleanly) {
   NUMAAFF_REQUIRE_NODES(2);
   const int last = sysfs_nodes().back();
   const std::size_t too_much = static_cast<std::size_t>(numaaff_test::vm_int("NUMAAFF_VM_MEM_PER_NODE", 256) + 64) << 20;
-  EXPECT_THROW((void)numaaff::allocate_on_node(too_much, last, numaaff::alloc_options{true, true, false}), std::bad_alloc);
+  EXPECT_THROW((void)numaaff::allocate_on_node(too_much, last, numaaff::alloc_options{true, true}), std::bad_alloc);
   // And what does fit is really there.
   const std::size_t fits = std::size_t{64} << 20;
-  void* p = numaaff::allocate_on_node(fits, last, numaaff::alloc_options{true, true, false});
+  void* p = numaaff::allocate_on_node(fits, last, numaaff::alloc_options{true, true});
   EXPECT_EQ(query_pages(p, fits).on(last), fits / ps);
-  numaaff::deallocate(p, fits, numaaff::alloc_options{true, true, false});
+  numaaff::deallocate(p, fits, numaaff::alloc_options{true, true});
 }
 
 }  // namespace

@@ -151,7 +151,7 @@ TEST(NextTouchNuma, AFullTargetNodeLeavesDataIntactAndCountsFailures) {
   const std::size_t free_bytes = numaaff::detail::node_free_bytes(full);
   ASSERT_GT(free_bytes, std::size_t{40} << 20);
   const std::size_t hog_bytes = free_bytes - (std::size_t{12} << 20);
-  const numaaff::alloc_options strict_now{true, true, false};
+  const numaaff::alloc_options strict_now{true, true};
   void* hog = numaaff::allocate_on_node(hog_bytes, full, strict_now);
   numaaff::affinity_on_next_touch(r.p, r.bytes);
   numaaff::reset_next_touch_stats();

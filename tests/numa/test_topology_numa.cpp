@@ -1,6 +1,7 @@
 // Topology on a real multi-node kernel (inside the emulated VM): numaaff's view equals the
 // kernel's, current_node() follows the thread, and a process started under numactl sees only
 // the node it was given.
+#include <numaaff/homenode.hpp>
 #include <numaaff/topology.hpp>
 
 #include "../common/numa_test.hpp"
@@ -57,6 +58,23 @@ TEST(TopologyNuma, NumactlCpuNodeBindRestrictsTheView) {
   EXPECT_NE(out.find("restricted=1"), std::string::npos) << out;
   const std::string free_run = numaaff_test::run_command(NUMAAFF_TOPOLOGY_PROBE);
   EXPECT_NE(free_run.find("restricted=0"), std::string::npos) << free_run;
+}
+
+TEST(TopologyNuma, PinThisThreadRunsTheThreadOnThatNodeWithThatHomenode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  for (int n : numaaff_test::sysfs_nodes()) {
+    if (numaaff_test::sysfs_cpus_of(n).empty()) continue;
+    std::thread([n] {
+      numaaff::pin_this_thread(n);
+      EXPECT_EQ(numaaff::this_homenode(), n);
+      for (int i = 0; i < 50; ++i) {  // wherever the scheduler puts it, it is on node n
+        unsigned cpu = 0, node = 0;
+        ASSERT_EQ(getcpu(&cpu, &node), 0);
+        ASSERT_EQ(static_cast<int>(node), n) << "cpu " << cpu;
+        sched_yield();
+      }
+    }).join();
+  }
 }
 
 }  // namespace

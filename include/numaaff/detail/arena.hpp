@@ -34,11 +34,40 @@
 namespace numaaff::detail {
 
 /// How memory is placed (shared by raw allocation, allocators and resources).
-struct placement_options {
-  bool strict = true;       ///< MPOL_BIND (fail rather than spill) instead of MPOL_PREFERRED
-  bool populate = false;    ///< place the pages now instead of at first touch (large blocks)
-  bool huge_pages = false;  ///< 2 MiB-align large blocks and ask for transparent huge pages
+/**
+ * Transparent huge pages in numaaff's own mappings. A huge page sits on one node whole and
+ * migrates whole: one shared by two blocks puts both on one node, and moving either block
+ * moves the other's data with it.
+ */
+enum class huge_page_mode : unsigned char {
+  per_block,  ///< no huge page ever holds two blocks: none in blocks under 2 MiB (nor in the
+              ///< small-block slabs); larger blocks are 2 MiB-aligned and get them except in
+              ///< their last, partial 2 MiB
+  never,      ///< no huge pages at all (MADV_NOHUGEPAGE)
+  always,     ///< 2 MiB-aligned, MADV_HUGEPAGE: large per-node arrays, fewer TLB misses
 };
+
+struct placement_options {
+  bool strict = true;     ///< MPOL_BIND (fail rather than spill) instead of MPOL_PREFERRED
+  bool populate = false;  ///< place the pages now instead of at first touch (large blocks)
+  huge_page_mode huge_pages = huge_page_mode::per_block;  ///< see huge_page_mode
+};
+
+inline constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;  // x86-64 and arm64 (4 KiB pages)
+
+/// Applies the huge-page choice to a fresh mapping [p, p + len) whose start is
+/// huge-page-aligned when it is `len >= huge_page_bytes` (per_block) or always.
+inline void advise_huge_pages(void* p, std::size_t len, huge_page_mode mode) noexcept {
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  std::uintptr_t no_huge = at;  // from here to the end: no huge pages
+  if (mode == huge_page_mode::always) {
+    call(sys::madvise, [&] { return ::madvise(p, len, MADV_HUGEPAGE); });
+    return;
+  }
+  if (mode == huge_page_mode::per_block && len >= huge_page_bytes) no_huge = align_down(at + len, huge_page_bytes);
+  if (no_huge < at + len)
+    call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(no_huge), at + len - no_huge, MADV_NOHUGEPAGE); });
+}
 
 inline constexpr std::size_t small_limit = 32 * 1024;
 inline constexpr std::size_t slab_size = 256 * 1024;
@@ -144,7 +173,9 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
     ec = std::make_error_code(std::errc::not_enough_memory);
     return nullptr;
   }
-  if (o.huge_pages && align < (std::size_t{2} << 20)) align = std::size_t{2} << 20;
+  const bool huge_aligned =
+      o.huge_pages == huge_page_mode::always || (o.huge_pages == huge_page_mode::per_block && len >= huge_page_bytes);
+  if (huge_aligned && align < huge_page_bytes) align = huge_page_bytes;
   // A strict, populated block larger than the node's free memory would end in the OOM killer;
   // refuse it up front instead.
   if (o.populate && o.strict) {
@@ -160,7 +191,7 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
   }
   void* p = map_aligned(len, align, ec);
   if (p == nullptr) return nullptr;
-  if (o.huge_pages) call(sys::madvise, [&] { return ::madvise(p, len, MADV_HUGEPAGE); });
+  advise_huge_pages(p, len, o.huge_pages);
   ec = bind_mapping(p, len, node, o);
   if (ec) {
     sys_munmap(p, len);
@@ -252,6 +283,7 @@ inline free_block* central_take(int node, int c, std::uint32_t want, std::uint32
     if (list->bump == list->bump_end) {
       void* slab = map_aligned(slab_size, slab_size, ec);
       if (slab == nullptr) break;
+      advise_huge_pages(slab, slab_size, huge_page_mode::never);  // many blocks share a slab
       ec = bind_mapping(slab, slab_size, node, placement_options{});
       if (ec) {
         sys_munmap(slab, slab_size);
@@ -357,7 +389,7 @@ inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const
     return nullptr;
   }
   if (bytes == 0) bytes = 1;
-  if (is_small(bytes, align) && !o.populate && !o.huge_pages && o.strict) {
+  if (is_small(bytes, align) && !o.populate && o.huge_pages != huge_page_mode::always && o.strict) {
     return small_allocate(node, size_class(bytes, align), ec);
   }
   return map_on_node(bytes, align, node, o, ec);
@@ -367,7 +399,7 @@ inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const
 inline void numa_deallocate(void* p, std::size_t bytes, std::size_t align, const placement_options& o) noexcept {
   if (p == nullptr) return;
   if (bytes == 0) bytes = 1;
-  if (is_small(bytes, align) && !o.populate && !o.huge_pages && o.strict) return small_deallocate(p);
+  if (is_small(bytes, align) && !o.populate && o.huge_pages != huge_page_mode::always && o.strict) return small_deallocate(p);
   const std::size_t len = align_up(bytes, page_size());
   // A freed block must not stay armed for next-touch: its addresses will be reused.
   if (registry_live.load(std::memory_order_acquire) != 0) {

@@ -40,6 +40,7 @@ struct refusal_counters {
   std::atomic<std::uint64_t> policies{0};  ///< policy calls (bind, interleave, ...) that were no-ops
   std::atomic<std::uint64_t> mappings{0};  ///< allocations left to first-touch placement
   std::atomic<std::uint64_t> pages{0};     ///< pages move_to could not move or where() could not locate
+  std::atomic<std::uint64_t> pinnings{0};  ///< pin_this_thread calls that could not bind the thread
 };
 inline refusal_counters refusals;
 

@@ -47,6 +47,25 @@ inline std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
+/**
+ * Parses the kernel's list syntax ("0-3,6", as in sysfs cpulist and node/online) into
+ * numbers as written. False if any field is malformed, a range runs backwards, or a number
+ * is not below `limit` (which bounds what a hostile "0-2000000000" can make us allocate).
+ */
+inline bool parse_list(std::string_view s, std::vector<int>& out, int limit = 1 << 16) {
+  out.clear();
+  for (std::string_view part : split(trim(s), ',')) {
+    const std::size_t dash = part.find('-', 1);  // a leading '-' is a sign, and invalid
+    int lo = 0, hi = 0;
+    if (!parse_int(part.substr(0, dash), lo)) return false;
+    hi = lo;
+    if (dash != std::string_view::npos && !parse_int(part.substr(dash + 1), hi)) return false;
+    if (lo < 0 || hi < lo || hi >= limit) return false;
+    for (int n = lo; n <= hi; ++n) out.push_back(n);
+  }
+  return true;
+}
+
 /// Formats ascending integers as ranges: {0,1,2,3,6} -> "0-3,6"; {} -> "none".
 inline std::string format_list(const std::vector<int>& values) {
   if (values.empty()) return "none";

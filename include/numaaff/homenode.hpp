@@ -1,0 +1,145 @@
+/**
+ * @file homenode.hpp
+ * @brief The homenode of the calling thread, and binding the calling thread to a node.
+ *
+ * A *homenode* is the node a thread or task belongs to: it runs there, and the memory it
+ * allocates is placed there (local_allocator, local_resource, next touch's
+ * `toucher_homenode`). Inside a thread-pool task it is the task's; a plain thread (one of the
+ * application's, an OpenMP or MPI thread) has none until it says so:
+ * - set_homenode(n): memory only. The thread's allocations go to node n wherever it runs.
+ * - pin_this_thread(n): both. The thread runs on node n's CPUs from now on (the kernel's
+ *   balancer can no longer move it away from its memory) and n becomes its homenode.
+ *
+ * One node: every call works; node 0 is the only valid node and pinning binds to every CPU
+ * the process may use.
+ *
+ * @code{.cpp}
+ * std::thread t([] {
+ *   numaaff::pin_this_thread(1);              // runs on node 1's CPUs, homenode 1
+ *   std::vector<double, numaaff::local_allocator<double>> v(1 << 20);  // on node 1
+ * });
+ * @endcode
+ */
+#pragma once
+
+#include "detail/homenode.hpp"
+#include "detail/numa_calls.hpp"
+#include "detail/pinning.hpp"
+#include "detail/text.hpp"
+#include "detail/throw.hpp"
+#include "memory.hpp"
+#include "topology.hpp"
+
+#include <cstdlib>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace numaaff {
+
+namespace detail {
+
+/// `NUMAAFF_HOMENODE`, read once: the homenode of threads that set none (-1 when unset).
+inline node_id environment_homenode() {
+  static const node_id node = [] {
+    const char* v = std::getenv("NUMAAFF_HOMENODE");
+    if (v == nullptr || trim(v).empty()) return -1;
+    int n = -1;
+    if (!parse_int(v, n) || !valid_node(n))
+      throw_invalid_argument(std::string("NUMAAFF_HOMENODE='") + v + "': expected one of the kernel's nodes (" +
+                             format_list(kernel_nodes()) + ")");
+    return n;
+  }();
+  return node;
+}
+
+}  // namespace detail
+
+/**
+ * The calling thread's homenode: inside a thread-pool task, the task's; else the one
+ * set_homenode() gave the thread; else the process's (`NUMAAFF_HOMENODE`, as the launcher
+ * `numaaff-run -n` sets it); else the node the thread runs on now. Thread-safe, no allocation,
+ * no blocking. @throws std::invalid_argument when `NUMAAFF_HOMENODE` is not a kernel node.
+ */
+inline node_id this_homenode() {
+  if (detail::thread_home.node >= 0) return detail::thread_home.node;
+  const node_id env = detail::environment_homenode();
+  return env >= 0 ? env : current_node();
+}
+
+/**
+ * Sets the calling thread's homenode (memory only: it does not move the thread; the thread
+ * pool's workers are bound to theirs). `-1` clears it.
+ * @throws std::invalid_argument for a node the kernel does not have.
+ */
+inline void set_homenode(node_id node) {
+  if (node != -1) detail::require_node("set_homenode", node);
+  detail::thread_home = {node, true};
+}
+
+
+namespace detail {
+
+/// This machine as discovered once, whatever NUMAAFF_TOPOLOGY says: pinning binds real CPUs.
+inline const topology& machine() {
+  static const topology t = topology::discover();
+  return t;
+}
+
+/// The CPUs of `node` this process may use, empty if it has none (a memory-only node, or
+/// none of its CPUs in the cpuset).
+inline std::vector<int> usable_cpus_of(node_id node) {
+  const topology& m = machine();
+  for (node_id n : m.nodes())
+    if (n == node) return m.cpus_of(n);
+  return {};
+}
+
+}  // namespace detail
+
+/**
+ * Binds the calling thread to the CPUs of `node` that this process may use (its cgroup
+ * cpuset and CPU binding as first seen), and makes `node` its homenode, so that the thread
+ * runs where its memory goes and the kernel's NUMA balancing cannot move it to another node.
+ *
+ * Thread-safe (affects only the calling thread). The first call discovers the machine (hwloc)
+ * and allocates; later calls allocate one small vector. A sandbox that forbids
+ * sched_setaffinity (EPERM) makes it a no-op for the CPUs, counted in refusal_stats(); the
+ * homenode is still set.
+ * @throws std::invalid_argument naming `node` for a node the kernel does not have, or one
+ *         without CPUs this process may use (a memory-only node, or outside the cpuset).
+ * @throws std::system_error named "sched_setaffinity" if the kernel refuses the mask otherwise.
+ */
+inline void pin_this_thread(node_id node, std::error_code& ec) noexcept {
+  ec.clear();
+  try {
+    const std::vector<int> cpus = detail::valid_node(node) ? detail::usable_cpus_of(node) : std::vector<int>{};
+    if (cpus.empty()) {
+      ec = std::make_error_code(std::errc::invalid_argument);
+      return;
+    }
+    ec = detail::pin_to_mask(detail::cpu_mask(cpus));
+    if (ec && detail::refused(ec.value())) {
+      detail::refusals.pinnings.fetch_add(1, std::memory_order_relaxed);
+      ec.clear();
+    }
+    if (!ec) detail::thread_home = {node, true};
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  } catch (...) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+}
+
+inline void pin_this_thread(node_id node) {
+  detail::require_node("pin_this_thread", node);
+  if (detail::usable_cpus_of(node).empty())
+    detail::throw_invalid_argument("pin_this_thread: node " + std::to_string(node) +
+                                   " has no CPU this process may use (nodes with CPUs: " +
+                                   detail::format_list(detail::machine().nodes()) + ")");
+  std::error_code ec;
+  pin_this_thread(node, ec);
+  if (ec) detail::throw_system_error(ec, "sched_setaffinity");
+}
+
+}  // namespace numaaff
