@@ -4,9 +4,10 @@ jobs=$(nproc 2>/dev/null || echo 2)
 
 # build_config DIR COMPILER STD [cmake options...]: configure (once) and build one configuration.
 build_config() {
-    local dir=$1 cxx=$2 std=$3
+    local dir=$1 cxx=$2 std=$3 cc=gcc
     shift 3
-    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
+    [ "$cxx" = clang++ ] && cc=clang  # the C API's example is built by the same family
+    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
         -DCMAKE_CXX_STANDARD="$std" -DCMAKE_CXX_STANDARD_REQUIRED=ON -DCMAKE_CXX_EXTENSIONS=OFF "$@" >/dev/null
     cmake --build "$dir" -j "$jobs"
 }

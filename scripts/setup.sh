@@ -12,6 +12,8 @@ packages=(
     libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev numactl util-linux
     # OpenMP for clang++ (g++ brings libgomp): the OpenMP bridge and the benchmarks' baseline
     libomp-dev
+    # the C API's Fortran module and its example
+    gfortran
     # the emulated NUMA VM (tests/vm): qemu, a static busybox, kernel unpacking
     qemu-system-x86 busybox-static lz4 zstd xz-utils binutils apt-utils
     # the plots of benchmarks/README.md (benchmarks/plot.sh)

@@ -76,7 +76,7 @@ inline team_plan plan_team(int threads = 0, const topology& t = topology::system
   team_plan p;
   const auto count = static_cast<std::size_t>(threads);
   for (std::size_t i = 0; i < count; ++i) {
-    const std::size_t s = count <= slots.size() ? i * slots.size() / count : i % slots.size();
+    const std::size_t s = detail::team_slot(i, count, slots.size());
     p.node.push_back(slots[s].first);
     p.cpu.push_back(t.is_this_system() ? slots[s].second : -1);
   }

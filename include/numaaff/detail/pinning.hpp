@@ -36,6 +36,12 @@ inline bool pin_to_cpu(int cpu) noexcept {
   return !pin_to_mask(set);
 }
 
+/// Which of `slots` CPU slots (CPUs in node order) thread `i` of a team of `threads` takes:
+/// spread evenly when there are fewer threads than slots, wrapping when there are more.
+constexpr std::size_t team_slot(std::size_t i, std::size_t threads, std::size_t slots) noexcept {
+  return threads <= slots ? i * slots / threads : i % slots;
+}
+
 /// The calling thread's current binding; false if it cannot be read.
 inline bool current_mask(cpu_set_t& set) noexcept {
   CPU_ZERO(&set);

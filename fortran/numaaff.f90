@@ -1,0 +1,118 @@
+! numaaff for Fortran: the C API (numaaff.h) through ISO_C_BINDING. Every function returns 0
+! or an errno value, or a c_ptr that is c_null_ptr on failure; nodes are the kernel's numbers.
+! Memory from numaaff_alloc_* is used through c_f_pointer and freed with numaaff_free, giving
+! the same size in bytes. A range is (c_loc(a), bytes), e.g. bytes = size(a) * c_sizeof(a(1)).
+!
+!   use numaaff
+!   real(c_double), pointer :: a(:)
+!   type(c_ptr) :: p
+!   p = numaaff_alloc_onnode(n * 8_c_size_t, 0_c_int)
+!   call c_f_pointer(p, a, [n])
+!   ierr = numaaff_next_touch(p, n * 8_c_size_t)   ! each page follows its next toucher
+module numaaff
+  use, intrinsic :: iso_c_binding
+  implicit none
+  private
+  public :: numaaff_move_result
+  public :: numaaff_node_count, numaaff_current_node, numaaff_distance
+  public :: numaaff_pin_thread, numaaff_set_homenode, numaaff_homenode, numaaff_team_node
+  public :: numaaff_alloc_onnode, numaaff_alloc_local, numaaff_alloc_interleaved, numaaff_free
+  public :: numaaff_move_to, numaaff_pages_on, numaaff_pages_unpopulated
+  public :: numaaff_next_touch, numaaff_next_touch_blocks, numaaff_disarm, numaaff_touch_now
+
+  type, bind(C) :: numaaff_move_result
+    integer(c_size_t) :: total, moved, already_there, unpopulated, failed
+    integer(c_int) :: first_error
+  end type numaaff_move_result
+
+  interface
+    integer(c_int) function numaaff_node_count() bind(C, name="numaaff_node_count")
+      import :: c_int
+    end function
+    integer(c_int) function numaaff_current_node() bind(C, name="numaaff_current_node")
+      import :: c_int
+    end function
+    integer(c_int) function numaaff_distance(from, to, distance) bind(C, name="numaaff_distance")
+      import :: c_int
+      integer(c_int), value :: from, to
+      integer(c_int), intent(out) :: distance
+    end function
+
+    integer(c_int) function numaaff_pin_thread(node) bind(C, name="numaaff_pin_thread")
+      import :: c_int
+      integer(c_int), value :: node
+    end function
+    integer(c_int) function numaaff_set_homenode(node) bind(C, name="numaaff_set_homenode")
+      import :: c_int
+      integer(c_int), value :: node
+    end function
+    integer(c_int) function numaaff_homenode() bind(C, name="numaaff_homenode")
+      import :: c_int
+    end function
+    integer(c_int) function numaaff_team_node(thread, team_size) bind(C, name="numaaff_team_node")
+      import :: c_int
+      integer(c_int), value :: thread, team_size
+    end function
+
+    type(c_ptr) function numaaff_alloc_onnode(bytes, node) bind(C, name="numaaff_alloc_onnode")
+      import :: c_ptr, c_size_t, c_int
+      integer(c_size_t), value :: bytes
+      integer(c_int), value :: node
+    end function
+    type(c_ptr) function numaaff_alloc_local(bytes) bind(C, name="numaaff_alloc_local")
+      import :: c_ptr, c_size_t
+      integer(c_size_t), value :: bytes
+    end function
+    type(c_ptr) function numaaff_alloc_interleaved(bytes) bind(C, name="numaaff_alloc_interleaved")
+      import :: c_ptr, c_size_t
+      integer(c_size_t), value :: bytes
+    end function
+    subroutine numaaff_free(p, bytes) bind(C, name="numaaff_free")
+      import :: c_ptr, c_size_t
+      type(c_ptr), value :: p
+      integer(c_size_t), value :: bytes
+    end subroutine
+
+    integer(c_int) function numaaff_move_to(addr, bytes, node, result) bind(C, name="numaaff_move_to")
+      import :: c_ptr, c_size_t, c_int, numaaff_move_result
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes
+      integer(c_int), value :: node
+      type(numaaff_move_result), intent(out) :: result
+    end function
+    integer(c_int) function numaaff_pages_on(addr, bytes, node, pages) bind(C, name="numaaff_pages_on")
+      import :: c_ptr, c_size_t, c_int
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes
+      integer(c_int), value :: node
+      integer(c_size_t), intent(out) :: pages
+    end function
+    integer(c_int) function numaaff_pages_unpopulated(addr, bytes, pages) bind(C, name="numaaff_pages_unpopulated")
+      import :: c_ptr, c_size_t, c_int
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes
+      integer(c_size_t), intent(out) :: pages
+    end function
+
+    integer(c_int) function numaaff_next_touch(addr, bytes) bind(C, name="numaaff_next_touch")
+      import :: c_ptr, c_size_t, c_int
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes
+    end function
+    integer(c_int) function numaaff_next_touch_blocks(addr, bytes, block_bytes) bind(C, name="numaaff_next_touch_blocks")
+      import :: c_ptr, c_size_t, c_int
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes, block_bytes
+    end function
+    integer(c_int) function numaaff_disarm(addr, bytes) bind(C, name="numaaff_disarm")
+      import :: c_ptr, c_size_t, c_int
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes
+    end function
+    integer(c_int) function numaaff_touch_now(addr, bytes) bind(C, name="numaaff_touch_now")
+      import :: c_ptr, c_size_t, c_int
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes
+    end function
+  end interface
+end module numaaff

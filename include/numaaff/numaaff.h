@@ -1,0 +1,165 @@
+/**
+ * @file numaaff.h
+ * @brief numaaff's C API: topology, memory on a node, placement queries and migration,
+ * next-touch, and binding threads to nodes, for C programs (and Fortran, through the module
+ * `numaaff` over this header).
+ *
+ * Link `numaaff::c` in CMake, or `pkg-config --cflags --libs numaaff-c`. The library is C++
+ * inside; no C++ exception ever crosses this boundary. Conventions:
+ * - functions returning `int` return 0 on success or an errno value (EINVAL for a caller
+ *   mistake: a null range, an unknown node; ENOMEM; the errno of a failed system call);
+ * - allocation functions return NULL and set errno;
+ * - a node is the kernel's node number; ranges need not be page-aligned: a call covers every
+ *   page the range touches, and `bytes == 0` is a no-op.
+ * All functions are thread-safe. On a one-node machine, or in a sandbox that forbids the NUMA
+ * system calls, placement calls succeed as no-ops (see numaaff_system_report).
+ *
+ * The OpenMP part (numaaff_omp_bind_team) is inline in this header and compiled only where
+ * `_OPENMP` is defined: a C program without OpenMP does not need it.
+ *
+ * @code{.c}
+ * double* a = numaaff_alloc_onnode(n * sizeof *a, 1);      // on node 1
+ * if (!a) perror("numaaff_alloc_onnode");
+ * numaaff_next_touch(a, n * sizeof *a);                     // each page follows its next toucher
+ * #pragma omp parallel
+ * { numaaff_pin_thread(numaaff_team_node(omp_get_thread_num(), omp_get_num_threads())); }
+ * numaaff_free(a, n * sizeof *a);
+ * @endcode
+ */
+#ifndef NUMAAFF_NUMAAFF_H
+#define NUMAAFF_NUMAAFF_H
+
+#include <stddef.h>
+
+/* The library is built with hidden visibility; these are its exports. */
+#if defined(__GNUC__)
+#define NUMAAFF_C_API __attribute__((visibility("default")))
+#else
+#define NUMAAFF_C_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- topology ---------------------------------------------------------------------------- */
+
+/** Number of NUMA nodes this process may use (1 on a machine without NUMA). */
+NUMAAFF_C_API int numaaff_node_count(void);
+/** Writes up to `capacity` node numbers (ascending) to `nodes` and the number of nodes to
+ *  `*count` (which may exceed `capacity`: call again with more room). */
+NUMAAFF_C_API int numaaff_nodes(int* nodes, size_t capacity, size_t* count);
+/** The node of the CPU the caller runs on now, or -1 (errno set). */
+NUMAAFF_C_API int numaaff_current_node(void);
+/** Distance between two nodes (10 = local) in `*distance`. */
+NUMAAFF_C_API int numaaff_distance(int from, int to, int* distance);
+/** Writes up to `capacity` CPU numbers of `node` this process may use, and their count. */
+NUMAAFF_C_API int numaaff_cpus_of(int node, int* cpus, size_t capacity, size_t* count);
+
+/* ---- threads ----------------------------------------------------------------------------- */
+
+/** Binds the calling thread to the CPUs of `node` this process may use and makes `node` its
+ *  homenode. EINVAL for an unknown node or one without usable CPUs. */
+NUMAAFF_C_API int numaaff_pin_thread(int node);
+/** Sets the calling thread's homenode (memory only; -1 clears it). */
+NUMAAFF_C_API int numaaff_set_homenode(int node);
+/** The calling thread's homenode (its own, else NUMAAFF_HOMENODE, else its current node). */
+NUMAAFF_C_API int numaaff_homenode(void);
+/** The node thread `thread` of a team of `team_size` belongs on: threads in node order,
+ *  in proportion to each node's usable CPUs (thread_pool's and numaaff/openmp.hpp's
+ *  partition), so that with schedule(static) thread i's block is on its node. -1 if invalid. */
+NUMAAFF_C_API int numaaff_team_node(int thread, int team_size);
+
+/* ---- memory ------------------------------------------------------------------------------ */
+
+/** `bytes` on `node` (16-byte aligned at least; page-aligned above 32 KiB). Free with
+ *  numaaff_free. NULL and errno (EINVAL, ENOMEM, or the failing call's) on failure. */
+NUMAAFF_C_API void* numaaff_alloc_onnode(size_t bytes, int node);
+/** `bytes` on the calling thread's homenode. */
+NUMAAFF_C_API void* numaaff_alloc_local(size_t bytes);
+/** `bytes` spread over the nodes (NUMAAFF_INTERLEAVE_NODES, else all): page by page above
+ *  32 KiB, whole blocks round-robin below. */
+NUMAAFF_C_API void* numaaff_alloc_interleaved(size_t bytes);
+/** Frees a block of any numaaff_alloc_* function, given the same size. NULL is a no-op. */
+NUMAAFF_C_API void numaaff_free(void* p, size_t bytes);
+
+/** What numaaff_move_to did, page by page. */
+typedef struct numaaff_move_result {
+  size_t total;         /**< pages in the range */
+  size_t moved;         /**< now on the target, were elsewhere */
+  size_t already_there; /**< were on the target before */
+  size_t unpopulated;   /**< never touched: nothing to move */
+  size_t failed;        /**< could not be moved */
+  int first_error;      /**< errno of the first failed page, 0 if none */
+} numaaff_move_result;
+
+/** Migrates every populated page of the range to `node`; `result` may be NULL. Per-page
+ *  failures are in `result`, not the return value. */
+NUMAAFF_C_API int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result);
+/** Pages of the range now on `node`, in `*pages` (a raw page-status query). */
+NUMAAFF_C_API int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages);
+/** Pages of the range never touched, in `*pages`. */
+NUMAAFF_C_API int numaaff_pages_unpopulated(const void* addr, size_t bytes, size_t* pages);
+
+/* ---- next touch -------------------------------------------------------------------------- */
+
+/** Arms the range: each chunk (128 pages) moves to the node of the thread that touches it
+ *  next. */
+NUMAAFF_C_API int numaaff_next_touch(void* addr, size_t bytes);
+/** The same with chunks derived from the application's block size: `block_bytes` rounded to
+ *  whole pages, so that a chunk never spans two owners' blocks when blocks are page-aligned. */
+NUMAAFF_C_API int numaaff_next_touch_blocks(void* addr, size_t bytes, size_t block_bytes);
+/** Disarms what is still armed in the range (its pages stay where they are). */
+NUMAAFF_C_API int numaaff_disarm(void* addr, size_t bytes);
+/** Opens and migrates now, for the calling thread, every armed chunk of the range (before a
+ *  system call such as read() or MPI receive writes into it). */
+NUMAAFF_C_API int numaaff_touch_now(void* addr, size_t bytes);
+
+/** Process-wide next-touch counters since start (or the last reset). */
+typedef struct numaaff_next_touch_stats {
+  unsigned long long faults;
+  unsigned long long chunks_migrated;
+  unsigned long long pages_moved;
+  unsigned long long pages_failed;
+  unsigned long long pages_unpopulated;
+  unsigned long long chunks_released;
+  unsigned long long handler_ns;
+} numaaff_next_touch_stats;
+NUMAAFF_C_API int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats);
+NUMAAFF_C_API int numaaff_reset_next_touch_stats(void);
+
+/* ---- report ------------------------------------------------------------------------------ */
+
+/** Writes numaaff's capability report (nodes, whether placement is effective here, THP,
+ *  NUMA balancing) as text, NUL-terminated and truncated to `capacity`; `*length` (may be
+ *  NULL) gets the full length. */
+NUMAAFF_C_API int numaaff_system_report(char* text, size_t capacity, size_t* length);
+
+/** Text for an error value returned by this API. */
+NUMAAFF_C_API const char* numaaff_strerror(int error);
+
+#ifdef __cplusplus
+}
+#endif
+
+#if defined(_OPENMP) && !defined(__cplusplus)
+#include <omp.h>
+/** Pins each thread of the next parallel regions of `team_size` threads (0: the runtime's
+ *  default) on the node numaaff_team_node gives it. Returns 0 if every thread was pinned,
+ *  else the first error. The runtime keeps the same threads for later regions of that size. */
+static inline int numaaff_omp_bind_team(int team_size) {
+  int first_error = 0;
+  if (team_size <= 0) team_size = omp_get_max_threads();
+#pragma omp parallel num_threads(team_size)
+  {
+    const int e = numaaff_pin_thread(numaaff_team_node(omp_get_thread_num(), omp_get_num_threads()));
+    if (e != 0) {
+#pragma omp critical(numaaff_omp_bind_team)
+      if (first_error == 0) first_error = e;
+    }
+  }
+  return first_error;
+}
+#endif
+
+#endif /* NUMAAFF_NUMAAFF_H */

@@ -1,0 +1,229 @@
+// The C API (numaaff.h) over the header-only library. Each entry point catches everything:
+// a caller mistake becomes EINVAL, a std::system_error its errno, running out of memory
+// ENOMEM; nothing else can escape into C (or Fortran) frames.
+#include <numaaff/numaaff.h>
+
+#include <numaaff/allocator.hpp>
+#include <numaaff/homenode.hpp>
+#include <numaaff/memory.hpp>
+#include <numaaff/next_touch.hpp>
+#include <numaaff/system_report.hpp>
+#include <numaaff/topology.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace {
+
+/// Runs f, turning whatever it throws into an errno value.
+template <class F>
+int guarded(F&& f) noexcept {
+  try {
+    f();
+    return 0;
+  } catch (const std::invalid_argument&) {
+    return EINVAL;
+  } catch (const std::bad_alloc&) {
+    return ENOMEM;
+  } catch (const std::system_error& e) {
+    return e.code().category() == std::generic_category() || e.code().category() == std::system_category()
+               ? e.code().value()
+               : EIO;
+  } catch (...) {
+    return EIO;
+  }
+}
+
+/// guarded() for an error_code overload: its code, or EINVAL/ENOMEM for what it throws.
+int from_code(const std::error_code& ec) noexcept {
+  if (!ec) return 0;
+  return ec.category() == std::generic_category() || ec.category() == std::system_category() ? ec.value() : EIO;
+}
+
+int copy_out(const std::vector<int>& values, int* out, std::size_t capacity, std::size_t* count) noexcept {
+  if (count == nullptr || (out == nullptr && capacity != 0)) return EINVAL;
+  *count = values.size();
+  for (std::size_t i = 0; i < values.size() && i < capacity; ++i) out[i] = values[i];
+  return 0;
+}
+
+void* allocated(int error, void* p) noexcept {
+  if (p == nullptr) errno = error != 0 ? error : ENOMEM;
+  return p;
+}
+
+}  // namespace
+
+extern "C" {
+
+int numaaff_node_count(void) {
+  int n = 1;
+  if (guarded([&] { n = static_cast<int>(numaaff::topology::system().node_count()); }) != 0) return 1;
+  return n;
+}
+
+int numaaff_nodes(int* nodes, size_t capacity, size_t* count) {
+  std::vector<int> v;
+  const int e = guarded([&] { v = numaaff::topology::system().nodes(); });
+  return e != 0 ? e : copy_out(v, nodes, capacity, count);
+}
+
+int numaaff_current_node(void) {
+  std::error_code ec;
+  const int n = numaaff::current_node(ec);
+  if (ec) {
+    errno = from_code(ec);
+    return -1;
+  }
+  return n;
+}
+
+int numaaff_distance(int from, int to, int* distance) {
+  if (distance == nullptr) return EINVAL;
+  return guarded([&] { *distance = numaaff::topology::system().distance(from, to); });
+}
+
+int numaaff_cpus_of(int node, int* cpus, size_t capacity, size_t* count) {
+  std::vector<int> v;
+  const int e = guarded([&] { v = numaaff::topology::system().cpus_of(node); });
+  return e != 0 ? e : copy_out(v, cpus, capacity, count);
+}
+
+int numaaff_pin_thread(int node) {
+  std::error_code ec;
+  numaaff::pin_this_thread(node, ec);
+  return from_code(ec);
+}
+
+int numaaff_set_homenode(int node) {
+  return guarded([&] { numaaff::set_homenode(node); });
+}
+
+int numaaff_homenode(void) {
+  int n = -1;
+  if (const int e = guarded([&] { n = numaaff::this_homenode(); }); e != 0) errno = e;
+  return n;
+}
+
+int numaaff_team_node(int thread, int team_size) {
+  if (team_size <= 0 || thread < 0 || thread >= team_size) return -1;
+  int node = -1;
+  guarded([&] {
+    const numaaff::topology& t = numaaff::detail::machine();
+    std::vector<int> slots;  // the node of each usable CPU, in node order
+    for (numaaff::node_id n : t.nodes())
+      for (std::size_t k = t.cpus_of(n).size(); k > 0; --k) slots.push_back(n);
+    if (slots.empty()) return;
+    node = slots[numaaff::detail::team_slot(static_cast<std::size_t>(thread), static_cast<std::size_t>(team_size),
+                                            slots.size())];
+  });
+  return node;
+}
+
+void* numaaff_alloc_onnode(size_t bytes, int node) {
+  std::error_code ec;
+  void* p = numaaff::allocate_on_node(bytes, node, numaaff::alloc_options{}, ec);
+  return allocated(from_code(ec), p);
+}
+
+void* numaaff_alloc_local(size_t bytes) {
+  void* p = nullptr;
+  const int e = guarded([&] { p = numaaff::allocate_on_node(bytes, numaaff::detail::local_node()); });
+  return allocated(e, p);
+}
+
+void* numaaff_alloc_interleaved(size_t bytes) {
+  void* p = nullptr;
+  const int e = guarded([&] { p = numaaff::allocate_interleaved(bytes); });
+  return allocated(e, p);
+}
+
+void numaaff_free(void* p, size_t bytes) { numaaff::deallocate(p, bytes); }
+
+int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result) {
+  if (!numaaff::detail::valid_node(node)) return EINVAL;
+  std::error_code ec;
+  const numaaff::move_result r = numaaff::move_to(addr, bytes, node, ec);
+  if (result != nullptr)
+    *result = numaaff_move_result{r.total, r.moved, r.already_there, r.unpopulated, r.failed, r.first_error};
+  return from_code(ec);
+}
+
+int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages) {
+  if (pages == nullptr || !numaaff::detail::valid_node(node)) return EINVAL;
+  std::error_code ec;
+  const numaaff::placement p = numaaff::where(addr, bytes, ec);
+  *pages = ec ? 0 : p.pages_on(node);
+  return from_code(ec);
+}
+
+int numaaff_pages_unpopulated(const void* addr, size_t bytes, size_t* pages) {
+  if (pages == nullptr) return EINVAL;
+  std::error_code ec;
+  const numaaff::placement p = numaaff::where(addr, bytes, ec);
+  *pages = ec ? 0 : p.unpopulated();
+  return from_code(ec);
+}
+
+int numaaff_next_touch(void* addr, size_t bytes) {
+  std::error_code ec;
+  numaaff::affinity_on_next_touch(addr, bytes, ec);
+  return from_code(ec);
+}
+
+int numaaff_next_touch_blocks(void* addr, size_t bytes, size_t block_bytes) {
+  if (block_bytes == 0) return EINVAL;
+  numaaff::next_touch_options o;
+  const std::size_t ps = numaaff::detail::page_size();
+  o.chunk_bytes = (block_bytes + ps - 1) / ps * ps;
+  std::error_code ec;
+  numaaff::affinity_on_next_touch(addr, bytes, o, ec);
+  return from_code(ec);
+}
+
+int numaaff_disarm(void* addr, size_t bytes) {
+  std::error_code ec;
+  numaaff::disarm(addr, bytes, ec);
+  return from_code(ec);
+}
+
+int numaaff_touch_now(void* addr, size_t bytes) {
+  std::error_code ec;
+  numaaff::touch_now(addr, bytes, ec);
+  return from_code(ec);
+}
+
+int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats) {
+  if (stats == nullptr) return EINVAL;
+  const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
+  *stats = numaaff_next_touch_stats{s.faults,           s.chunks_migrated, s.pages_moved,
+                                    s.pages_failed,     s.pages_unpopulated, s.chunks_released,
+                                    static_cast<unsigned long long>(s.handler_time.count())};
+  return 0;
+}
+
+int numaaff_reset_next_touch_stats(void) {
+  numaaff::reset_next_touch_stats();
+  return 0;
+}
+
+int numaaff_system_report(char* text, size_t capacity, size_t* length) {
+  if (text == nullptr && capacity != 0) return EINVAL;
+  return guarded([&] {
+    const std::string s = numaaff::system_report().to_string();
+    if (length != nullptr) *length = s.size();
+    if (capacity == 0) return;
+    const std::size_t n = s.size() < capacity - 1 ? s.size() : capacity - 1;
+    std::memcpy(text, s.data(), n);
+    text[n] = '\0';
+  });
+}
+
+const char* numaaff_strerror(int error) { return std::strerror(error); }
+
+}  // extern "C"

@@ -1,0 +1,132 @@
+/* The C API from a C program (layer 2, host): the contract's signatures, errno-style errors
+ * with no exception ever escaping, and placement checked with a raw move_pages query.
+ * Prints one line per check; exit status = number of failed checks. */
+#include <numaaff/numaaff.h>
+
+#include <errno.h>
+#include <numaif.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures = 0;
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (cond) {                                                            \
+      printf("ok   %s\n", #cond);                                          \
+    } else {                                                               \
+      printf("FAIL %s (line %d, errno %d)\n", #cond, __LINE__, errno);     \
+      ++failures;                                                          \
+    }                                                                      \
+  } while (0)
+
+/* The contract's exact types. */
+static void* (*const alloc_onnode)(size_t, int) = numaaff_alloc_onnode;
+static void (*const free_)(void*, size_t) = numaaff_free;
+static int (*const next_touch)(void*, size_t) = numaaff_next_touch;
+static int (*const pin_thread)(int) = numaaff_pin_thread;
+
+static int raw_node_of(void* p) {
+  int status = -1;
+  void* pages[1] = {p};
+  if (move_pages(0, 1, pages, NULL, &status, 0) != 0) return -1000;
+  return status;
+}
+
+/* Runs `child` in a forked process with NUMAAFF_HOMENODE set to `value`; its exit status. */
+static int with_homenode(const char* value, int (*child)(void)) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("NUMAAFF_HOMENODE", value, 1);
+    _exit(child());
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100 + WTERMSIG(status);
+}
+static int homenode_is_an_error(void) {
+  errno = 0;
+  const int n = numaaff_homenode(); /* the C++ side throws invalid_argument: it must not escape */
+  void* p = numaaff_alloc_local(64);
+  return n == -1 && errno == EINVAL && p == NULL ? 0 : 1;
+}
+
+int main(void) {
+  const long ps = sysconf(_SC_PAGESIZE);
+  int first = -1;
+  size_t count = 0;
+  CHECK(numaaff_nodes(&first, 1, &count) == 0 && count >= 1 && first >= 0);
+  CHECK(numaaff_node_count() == (int)count);
+  CHECK(numaaff_nodes(NULL, 0, &count) == 0);
+  CHECK(numaaff_nodes(NULL, 1, &count) == EINVAL);
+  int d = 0;
+  CHECK(numaaff_distance(first, first, &d) == 0 && d == 10);
+  CHECK(numaaff_distance(first, 4000, &d) == EINVAL);
+
+  /* memory on a node, at every size class */
+  const size_t sizes[] = {1, 100, 40000, (size_t)4 << 20};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
+    char* p = alloc_onnode(sizes[i], first);
+    CHECK(p != NULL);
+    if (p == NULL) continue;
+    memset(p, 0x5a, sizes[i]);
+    CHECK(raw_node_of(p) == first);
+    free_(p, sizes[i]);
+  }
+  errno = 0;
+  CHECK(alloc_onnode(64, 4000) == NULL && errno == EINVAL);
+  errno = 0;
+  CHECK(alloc_onnode(64, -1) == NULL && errno == EINVAL);
+  free_(NULL, 64); /* a no-op */
+  char* il = numaaff_alloc_interleaved((size_t)1 << 20);
+  CHECK(il != NULL);
+  memset(il, 1, (size_t)1 << 20);
+  numaaff_free(il, (size_t)1 << 20);
+
+  /* move_to and the page counts */
+  const size_t bytes = (size_t)2 << 20;
+  char* m = numaaff_alloc_onnode(bytes, first);
+  numaaff_move_result r;
+  size_t on = 0, never = 0;
+  CHECK(numaaff_pages_unpopulated(m, bytes, &never) == 0 && never == bytes / (size_t)ps);
+  memset(m, 3, bytes);
+  CHECK(numaaff_move_to(m, bytes, first, &r) == 0 && r.total == bytes / (size_t)ps && r.failed == 0);
+  CHECK(numaaff_pages_on(m, bytes, first, &on) == 0 && on == bytes / (size_t)ps);
+  CHECK(numaaff_move_to(m, bytes, 4000, &r) == EINVAL);
+  CHECK(numaaff_move_to(NULL, 10, first, NULL) == EINVAL);
+
+  /* next touch: armed, touched, every byte kept, counted */
+  numaaff_reset_next_touch_stats();
+  CHECK(next_touch(m, bytes) == 0);
+  long sum = 0;
+  for (size_t i = 0; i < bytes; i += (size_t)ps) sum += m[i];
+  CHECK(sum == 3L * (long)(bytes / (size_t)ps));
+  numaaff_next_touch_stats st;
+  CHECK(numaaff_get_next_touch_stats(&st) == 0 && st.faults >= 1 && st.chunks_migrated >= 1);
+  CHECK(numaaff_next_touch_blocks(m, bytes, 72 * 1024) == 0);
+  CHECK(numaaff_touch_now(m, bytes) == 0);
+  CHECK(numaaff_disarm(m, bytes) == 0);
+  CHECK(numaaff_next_touch_blocks(m, bytes, 0) == EINVAL);
+  CHECK(next_touch(NULL, 4096) == EINVAL);
+  numaaff_free(m, bytes);
+
+  /* threads */
+  CHECK(pin_thread(first) == 0 && numaaff_homenode() == first && numaaff_current_node() == first);
+  CHECK(pin_thread(4000) == EINVAL);
+  CHECK(numaaff_set_homenode(-1) == 0);
+  CHECK(numaaff_set_homenode(4000) == EINVAL);
+  CHECK(numaaff_team_node(0, 4) == first);
+  CHECK(numaaff_team_node(4, 4) == -1);
+  CHECK(with_homenode("banana", homenode_is_an_error) == 0);
+
+  /* the report */
+  char text[64];
+  size_t length = 0;
+  CHECK(numaaff_system_report(text, sizeof text, &length) == 0 && length > 0 && strlen(text) < sizeof text);
+  CHECK(strlen(numaaff_strerror(EINVAL)) > 0);
+
+  printf("%d failed\n", failures);
+  return failures;
+}
