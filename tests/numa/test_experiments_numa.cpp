@@ -7,6 +7,7 @@
 #include "../common/process.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <sstream>
 #include <string>
@@ -61,5 +62,24 @@ TEST(ExperimentsNuma, Numa02IsLocalAfterOnePassWithNextTouchAndThePool) {
     EXPECT_GE(local, 0.99) << row;
   }
 }
+
+#if defined(NUMAAFF_PHASE_CHANGE) && defined(NUMAAFF_PHASE_CHANGE_F)
+// The C and Fortran examples: an OpenMP team (one thread per CPU) re-owns an array first
+// placed on one node; next touch by blocks must put the blocks on their owners' nodes, as the
+// programs' own raw move_pages queries report.
+TEST(ExperimentsNuma, CAndFortranPhaseChangesPutEveryBlockWithItsOwner) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::string threads = "OMP_NUM_THREADS=" + std::to_string(sysconf(_SC_NPROCESSORS_ONLN)) + " ";
+  const std::string c = run_command(threads + NUMAAFF_PHASE_CHANGE + " --mib 16 --require 0.99");
+  EXPECT_FALSE(has(c, "exit status")) << c;
+  EXPECT_TRUE(has(c, "data intact")) << c;
+  const std::string f = run_command(threads + NUMAAFF_PHASE_CHANGE_F + " 16");
+  EXPECT_FALSE(has(f, "exit status")) << f;
+  const std::size_t at = f.find("threads: ");
+  ASSERT_NE(at, std::string::npos) << f;
+  EXPECT_GE(std::stod(f.substr(at + 9)), 0.99) << f;
+  EXPECT_TRUE(has(f, "data intact: T")) << f;
+}
+#endif
 
 }  // namespace
