@@ -21,7 +21,7 @@ module numaaff
   public :: numaaff_next_touch, numaaff_next_touch_blocks, numaaff_disarm, numaaff_touch_now
 
   type, bind(C) :: numaaff_move_result
-    integer(c_size_t) :: total, moved, already_there, unpopulated, failed
+    integer(c_size_t) :: total, moved, already_there, unpopulated, failed, carried
     integer(c_int) :: first_error
   end type numaaff_move_result
 

@@ -150,7 +150,7 @@ int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* res
   std::error_code ec;
   const numaaff::move_result r = numaaff::move_to(addr, bytes, node, ec);
   if (result != nullptr)
-    *result = numaaff_move_result{r.total, r.moved, r.already_there, r.unpopulated, r.failed, r.first_error};
+    *result = numaaff_move_result{r.total, r.moved, r.already_there, r.unpopulated, r.failed, r.carried, r.first_error};
   return from_code(ec);
 }
 
@@ -178,11 +178,8 @@ int numaaff_next_touch(void* addr, size_t bytes) {
 
 int numaaff_next_touch_blocks(void* addr, size_t bytes, size_t block_bytes) {
   if (block_bytes == 0) return EINVAL;
-  numaaff::next_touch_options o;
-  const std::size_t ps = numaaff::detail::page_size();
-  o.chunk_bytes = (block_bytes + ps - 1) / ps * ps;
   std::error_code ec;
-  numaaff::affinity_on_next_touch(addr, bytes, o, ec);
+  numaaff::affinity_on_next_touch(addr, bytes, numaaff::next_touch_options::for_blocks(block_bytes), ec);
   return from_code(ec);
 }
 

@@ -7,6 +7,7 @@
 
 #include "common/placement_check.hpp"
 #include "common/process.hpp"
+#include "common/smaps.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -255,51 +256,21 @@ TEST(AllocateOnNode, KernelRefusalsSurface) {
 
 // ---- transparent huge pages --------------------------------------------------------------
 
-namespace {
-
-/// The VmFlags of the mapping holding `p` (from /proc/self/smaps): "nh" is MADV_NOHUGEPAGE,
-/// "hg" MADV_HUGEPAGE. The kernel's own record, whatever the system's THP setting.
-std::string vm_flags(const void* p) {
-  std::FILE* f = std::fopen("/proc/self/smaps", "r");
-  if (f == nullptr) return "no smaps";
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
-  bool inside = false;
-  std::string flags = "not mapped";
-  char line[512];
-  while (std::fgets(line, sizeof line, f) != nullptr) {
-    unsigned long lo = 0, hi = 0;
-    if (std::sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && std::strchr(line, ':') != nullptr && line[0] != 'V') {
-      inside = lo <= at && at < hi;
-    } else if (inside && std::strncmp(line, "VmFlags:", 8) == 0) {
-      flags = line + 8;
-      break;
-    }
-  }
-  std::fclose(f);
-  return flags;
-}
-bool has_flag(const void* p, const char* flag) {
-  const std::string f = " " + vm_flags(p) + " ";
-  return f.find(std::string(" ") + flag + " ") != std::string::npos || f.find(std::string(" ") + flag + "\n") != std::string::npos;
-}
-
-}  // namespace
-
 TEST(HugePages, PerBlockByDefaultNoHugePageEverHoldsTwoBlocks) {
   using numaaff::huge_page_mode;
   EXPECT_EQ(numaaff::alloc_options{}.huge_pages, huge_page_mode::per_block);
   const std::size_t mib = std::size_t{1} << 20;
   // A block under 2 MiB (an AMR block): none.
   void* small = numaaff::allocate_on_node(72 << 10, home());
-  EXPECT_TRUE(has_flag(small, "nh")) << vm_flags(small);
+  EXPECT_TRUE(numaaff_test::has_vm_flag(small, "nh")) << numaaff_test::vm_flags(small);
   // 5 MiB: 2 MiB-aligned, huge pages allowed in its first 4 MiB, none in its partial tail.
   void* big = numaaff::allocate_on_node(5 * mib, home());
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big) % (2 * mib), 0u);
-  EXPECT_FALSE(has_flag(big, "nh")) << vm_flags(big);
-  EXPECT_TRUE(has_flag(static_cast<char*>(big) + 4 * mib, "nh")) << vm_flags(static_cast<char*>(big) + 4 * mib);
+  EXPECT_FALSE(numaaff_test::has_vm_flag(big, "nh")) << numaaff_test::vm_flags(big);
+  EXPECT_TRUE(numaaff_test::has_vm_flag(static_cast<char*>(big) + 4 * mib, "nh")) << numaaff_test::vm_flags(static_cast<char*>(big) + 4 * mib);
   // Small blocks' slabs: none.
   auto tiny = numaaff::node_allocator<int>(home()).allocate(8);
-  EXPECT_TRUE(has_flag(tiny, "nh")) << vm_flags(tiny);
+  EXPECT_TRUE(numaaff_test::has_vm_flag(tiny, "nh")) << numaaff_test::vm_flags(tiny);
   numaaff::node_allocator<int>(home()).deallocate(tiny, 8);
   numaaff::deallocate(small, 72 << 10);
   numaaff::deallocate(big, 5 * mib);
@@ -312,13 +283,13 @@ TEST(HugePages, AlwaysAndNeverAreWhatTheySay) {
   const numaaff::alloc_options never{true, false, huge_page_mode::never};
   void* a = numaaff::allocate_on_node(bytes, home(), always);
   void* n = numaaff::allocate_on_node(bytes, home(), never);
-  EXPECT_TRUE(has_flag(a, "hg")) << vm_flags(a);
-  EXPECT_TRUE(has_flag(n, "nh")) << vm_flags(n);
+  EXPECT_TRUE(numaaff_test::has_vm_flag(a, "hg")) << numaaff_test::vm_flags(a);
+  EXPECT_TRUE(numaaff_test::has_vm_flag(n, "nh")) << numaaff_test::vm_flags(n);
   numaaff::deallocate(a, bytes, always);
   numaaff::deallocate(n, bytes, never);
   // Interleaved memory spreads page by page: no huge pages unless asked.
   std::vector<char, numaaff::interleave_allocator<char>> v(bytes, 0, numaaff::interleave_allocator<char>({home()}));
-  EXPECT_TRUE(has_flag(v.data(), "nh")) << vm_flags(v.data());
+  EXPECT_TRUE(numaaff_test::has_vm_flag(v.data(), "nh")) << numaaff_test::vm_flags(v.data());
 }
 
 // ---- default-constructible allocators and allocate_interleaved ----------------------------

@@ -8,6 +8,7 @@
 #include "common/placement_check.hpp"
 #include "common/seccomp_filter.hpp"
 #include "common/scratch.hpp"
+#include "common/smaps.hpp"
 
 #include <gtest/gtest.h>
 #include <numaif.h>
@@ -237,6 +238,61 @@ TEST(MoveTo, OnOneNodeEverythingIsAlreadyThere) {
   EXPECT_EQ(r.moved, 0u);
   EXPECT_TRUE(r.complete());
   for (std::size_t i = 0; i < 30; ++i) EXPECT_EQ(m.p[i * ps], static_cast<char>(i));
+}
+
+TEST(MoveTo, ARangeInsideAHugePageSplitsItInsteadOfCarryingItsNeighbours) {
+  char* p = numaaff_test::huge_backed(2);
+  if (p == nullptr) GTEST_SKIP() << "no transparent huge pages here: " << numaaff::system_report().to_string();
+  const std::size_t huge = numaaff::detail::huge_page_size();
+  // A 72 KiB block in the middle of the first huge page: moving it alone needs that huge page
+  // split (here the target is the only node, so nothing else changes).
+  const numaaff::move_result r = numaaff::move_to(p + huge / 2, 72 << 10, home());
+  EXPECT_EQ(r.total, (72u << 10) / ps);
+  EXPECT_EQ(r.already_there, r.total);
+  EXPECT_EQ(r.carried, 0u);
+  EXPECT_EQ(numaaff_test::smaps_kb(p, "AnonHugePages") * 1024, static_cast<long>(huge))
+      << "the first huge page is split, the second intact";
+  for (std::size_t i = 0; i < 2 * huge; i += ps) ASSERT_EQ(p[i], 0x33);
+  // A range that covers whole huge pages is left whole.
+  char* q = numaaff_test::huge_backed(2);
+  ASSERT_NE(q, nullptr);
+  (void)numaaff::move_to(q, 2 * huge, home());
+  EXPECT_EQ(numaaff_test::smaps_kb(q, "AnonHugePages") * 1024, static_cast<long>(2 * huge));
+}
+
+TEST(PlaceBlocks, CallerMistakesNameWhatIsWrong) {
+  mapping m(40);
+  const auto message = [&](std::size_t block, const std::vector<int>& owners) -> std::string {
+    try {
+      numaaff::place_blocks(m.p, m.bytes, block, owners);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no exception";
+  };
+  EXPECT_NE(message(0, {home()}).find("block_bytes is 0"), std::string::npos);
+  EXPECT_NE(message(m.bytes / 4, {home(), home()}).find("owners has 2 entries for 4 blocks"), std::string::npos);
+  EXPECT_NE(message(m.bytes / 2, {home(), 4000}).find("owner of block 1"), std::string::npos);
+  std::error_code ec;
+  (void)numaaff::place_blocks(nullptr, 10, 4, std::vector<int>{home()}, ec);
+  EXPECT_EQ(ec, std::errc::invalid_argument);
+  EXPECT_THROW(numaaff::place_blocks(m.p, m.bytes, 0, [](std::size_t) { return 0; }), std::invalid_argument);
+}
+
+TEST(PlaceBlocks, UnalignedBlocksOnOneNodeAreAllThereAndKeepEveryByte) {
+  mapping m(64);
+  for (std::size_t i = 0; i < 48 * ps; ++i) m.p[i] = static_cast<char>(i * 7);
+  std::size_t asked = 0;
+  const numaaff::move_result r = numaaff::place_blocks(m.p + 100, m.bytes - 100, 5000, [&](std::size_t) {
+    ++asked;
+    return home();
+  });
+  EXPECT_EQ(asked, (m.bytes - 100 + 4999) / 5000) << "owner_of is called once per block";
+  EXPECT_EQ(r.total, 64u);
+  EXPECT_EQ(r.already_there, 48u);
+  EXPECT_EQ(r.unpopulated, 16u);
+  EXPECT_EQ(r.moved + r.failed + r.carried, 0u);
+  for (std::size_t i = 0; i < 48 * ps; ++i) ASSERT_EQ(m.p[i], static_cast<char>(i * 7));
 }
 
 }  // namespace

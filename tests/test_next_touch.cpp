@@ -9,6 +9,7 @@
 #include "common/placement_check.hpp"
 #include "common/scratch.hpp"
 #include "common/seccomp_filter.hpp"
+#include "common/smaps.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -419,6 +420,32 @@ TEST(NextTouch, CallerErrors) {
   }
   EXPECT_FALSE(numaaff::is_armed(r.p, ps));
   r.p[0] = 1;  // still plain memory
+}
+
+TEST(NextTouch, ArmingSplitsHugePagesAtChunkBoundariesSoEachChunkMovesAlone) {
+  char* p = numaaff_test::huge_backed(2, 0x21);
+  if (p == nullptr) GTEST_SKIP() << "no transparent huge pages here";
+  const std::size_t huge = numaaff::detail::huge_page_size();
+  numaaff::reset_next_touch_stats();
+  numaaff::affinity_on_next_touch(p, 2 * huge, numaaff::next_touch_options::for_blocks(72 << 10));
+  EXPECT_EQ(numaaff_test::smaps_kb(p, "AnonHugePages"), 0) << "a huge page still spans 72 KiB chunks";
+  for (std::size_t i = 0; i < 2 * huge; i += ps) ASSERT_EQ(p[i], 0x21);
+  EXPECT_EQ(numaaff::next_touch_stats().chunks_migrated, (2 * huge + (72 << 10) - 1) / (72 << 10));
+  // Chunks that are whole, aligned huge pages stay huge.
+  char* q = numaaff_test::huge_backed(2, 0x22);
+  ASSERT_NE(q, nullptr);
+  numaaff::next_touch_options whole;
+  whole.chunk_bytes = huge;
+  numaaff::affinity_on_next_touch(q, 2 * huge, whole);
+  for (std::size_t i = 0; i < 2 * huge; i += ps) ASSERT_EQ(q[i], 0x22);
+  EXPECT_EQ(numaaff_test::smaps_kb(q, "AnonHugePages") * 1024, static_cast<long>(2 * huge));
+}
+
+TEST(NextTouch, ForBlocksRoundsToPages) {
+  EXPECT_EQ(numaaff::next_touch_options::for_blocks(72 << 10).chunk_bytes, std::size_t{72} << 10);
+  EXPECT_EQ(numaaff::next_touch_options::for_blocks(1).chunk_bytes, ps);
+  EXPECT_EQ(numaaff::next_touch_options::for_blocks(ps + 1).chunk_bytes, 2 * ps);
+  EXPECT_THROW(numaaff::next_touch_options::for_blocks(0), std::invalid_argument);
 }
 
 }  // namespace

@@ -45,6 +45,7 @@
 #include <new>
 #include <string>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -134,6 +135,9 @@ struct move_result {
   std::size_t already_there = 0;  ///< were on the target before the call
   std::size_t unpopulated = 0;    ///< never touched: nothing to move (placed by policy at first touch)
   std::size_t failed = 0;         ///< could not be moved (busy, target full, not permitted)
+  /// Pages *outside* the range that moved to the target with it: a transparent huge page
+  /// held both and could not be split (see move_to). Their owners' data is now on `target`.
+  std::size_t carried = 0;
   int first_error = 0;            ///< errno of the first failed page, 0 if none
   /// True when every populated page is now on the target.
   bool complete() const noexcept { return failed == 0; }
@@ -148,6 +152,16 @@ struct move_result {
  * transparent huge page moves, its tail pages may report EBUSY although they moved, so they
  * are re-queried before being counted as failed.
  *
+ * Huge pages: the kernel migrates a transparent huge page whole, so one that straddles an
+ * edge of the range would carry its neighbours' data along. move_to first splits a huge page
+ * at each edge that is not huge-page-aligned (MADV_COLD on the one page there, which splits a
+ * huge page it covers only in part and marks that page cold); if a split is refused (the huge
+ * page is shared with another process, or locked) and the neighbours move anyway, they are
+ * counted in `carried`, from a raw page-status query before and after. Pages inside the range
+ * are always re-queried: `moved` never counts a page that is not on the target. khugepaged
+ * may later merge the split pages again where the mapping allows huge pages; numaaff's own
+ * memory does not (huge_page_mode::per_block).
+ *
  * Thread-safe; allocates O(batch) scratch; blocks for the duration of the copies.
  * @throws std::invalid_argument for a bad range or unknown node.
  * @throws std::system_error named "move_pages" only if the call fails as a whole (ENOMEM).
@@ -160,6 +174,38 @@ struct move_result {
  */
 move_result move_to(void* addr, std::size_t bytes, node_id target);
 move_result move_to(void* addr, std::size_t bytes, node_id target, std::error_code& ec) noexcept;
+
+// ---- owner-aware placement at a phase change ----------------------------------------------
+
+/**
+ * Puts each block of a block-structured range on its owner's node, now, in one call: the
+ * phase change of an AMR or PDE code whose new owners are known (an OpenMP team plan, a
+ * thread-pool partition, a load balancer's map). Block b is the `block_bytes` starting at
+ * `addr + b * block_bytes` (the last may be shorter); `owners[b]` is its node. A page shared
+ * by two blocks (blocks not page-aligned) goes with the block holding its first byte in the
+ * range.
+ *
+ * When to use which: next touch (affinity_on_next_touch) gives a chunk to whoever touches it
+ * first, which is right when the owners are not known, and wrong when a halo exchange touches
+ * neighbours' blocks before their owners do. When the owners are known, this is the call: no
+ * owner-touch loop, one batched move_pages per 4096 pages with each page's own target, huge
+ * pages split wherever two owners' blocks share one (see move_to), every page re-queried.
+ *
+ * Thread-safe; allocates O(blocks + batch); blocks for the copies. The counts in the result
+ * are over pages: `moved` now on their owner's node, `already_there`, `unpopulated` (placed
+ * at first touch by whoever touches them), `failed`, and `carried` (neighbours outside the
+ * range moved by an unsplittable huge page).
+ * @throws std::invalid_argument for a bad range, `block_bytes == 0`, fewer owners than
+ *         blocks, or an owner that is not a kernel node (the message names the block).
+ * @throws std::system_error named "move_pages" if the call fails as a whole.
+ * @note One node: everything is already there.
+ */
+move_result place_blocks(void* addr, std::size_t bytes, std::size_t block_bytes, const std::vector<node_id>& owners);
+move_result place_blocks(void* addr, std::size_t bytes, std::size_t block_bytes, const std::vector<node_id>& owners,
+                         std::error_code& ec) noexcept;
+/// The same with the owner of block b given by `owner_of(b)` (called once per block).
+template <class OwnerOf, class = std::enable_if_t<std::is_invocable_r_v<node_id, OwnerOf&, std::size_t>>>
+move_result place_blocks(void* addr, std::size_t bytes, std::size_t block_bytes, OwnerOf&& owner_of);
 
 // ---- placement report -------------------------------------------------------------------
 
@@ -256,6 +302,7 @@ inline const std::vector<node_id>& kernel_nodes() {
 inline bool build_process_tables() noexcept {
   try {
     (void)page_size();
+    (void)huge_page_size();
     (void)kernel_nodes();
   } catch (...) {  // out of memory at start-up: built on first use instead
   }
@@ -319,6 +366,10 @@ inline unsigned mbind_flags(policy_options o) noexcept {
 inline bool apply_policy(const page_span& span, int mode, const std::vector<unsigned long>& mask, policy_options o,
                          std::error_code& ec) noexcept {
   if (span.pages == 0) return true;
+  if (o.move_existing) {  // a huge page straddling an edge would move its neighbours too
+    split_huge_page_at(span.first);
+    split_huge_page_at(span.first + span.bytes());
+  }
   const auto r = sys_mbind(span.address(), span.bytes(), mode, mask.empty() ? nullptr : mask.data(),
                            mask.size() * 8 * sizeof(unsigned long) + 1, mbind_flags(o));
   if (refused(r.error)) {
@@ -571,30 +622,34 @@ inline void count_failure(move_result& r, int error) noexcept {
   if (r.first_error == 0) r.first_error = error;
 }
 
-/// Moves one batch; pages[] holds its page addresses. Returns false if the call itself failed.
-inline bool move_batch(std::vector<void*>& pages, std::size_t n, node_id target, move_result& r, std::vector<int>& status,
-                       std::vector<int>& dest, std::error_code& ec) {
+/**
+ * Moves one batch: pages[0, n) to want[0, n), one move_pages call for all that are elsewhere
+ * (each page may have its own target). Returns false if the call itself failed.
+ */
+inline bool move_batch(std::vector<void*>& pages, std::size_t n, const std::vector<int>& want, move_result& r,
+                       std::vector<int>& status, std::error_code& ec) {
   status.assign(n, 0);
   const auto q = sys_move_pages(n, pages.data(), nullptr, status.data(), 0);
   if (!q && !refused(q.error)) return report(q, ec), false;
   if (!q) residency_status(pages.data(), n, status.data());  // and nothing can be moved
   std::vector<void*> todo;
+  std::vector<int> dest;
   for (std::size_t i = 0; i < n; ++i) {
     const int s = status[i];
-    if (!q && s != target && s != -ENOENT) {
+    if (!q && s != want[i] && s != -ENOENT) {
       count_failure(r, q.error);  // resident, elsewhere or unknown, and the kernel moves nothing
-    } else if (s == target) {
+    } else if (s == want[i]) {
       ++r.already_there;
     } else if (s == -ENOENT || s == -EFAULT) {
       ++r.unpopulated;
     } else {
       todo.push_back(pages[i]);
+      dest.push_back(want[i]);
     }
   }
   constexpr int attempts = 4;
   for (int attempt = 0; attempt < attempts && !todo.empty(); ++attempt) {
     status.assign(todo.size(), 0);
-    dest.assign(todo.size(), target);
     const auto m = sys_move_pages(todo.size(), todo.data(), dest.data(), status.data(), MPOL_MF_MOVE);
     if (!m && refused(m.error)) {  // queries allowed, moves not
       for (std::size_t i = 0; i < todo.size(); ++i) count_failure(r, m.error);
@@ -607,20 +662,80 @@ inline bool move_batch(std::vector<void*>& pages, std::size_t n, node_id target,
     const auto rq = sys_move_pages(todo.size(), todo.data(), nullptr, status.data(), 0);
     if (!rq) return report(rq, ec), false;
     std::vector<void*> busy;
+    std::vector<int> busy_dest;
     for (std::size_t i = 0; i < todo.size(); ++i) {
-      if (status[i] == target) {
+      if (status[i] == dest[i]) {
         ++r.moved;
       } else if (status[i] == -ENOENT || status[i] == -EFAULT) {
         ++r.unpopulated;  // unmapped or discarded meanwhile
       } else if (attempt + 1 < attempts) {
         busy.push_back(todo[i]);
+        busy_dest.push_back(dest[i]);
       } else {
         count_failure(r, status[i] < 0 ? -status[i] : EBUSY);
       }
     }
     todo.swap(busy);
+    dest.swap(busy_dest);
   }
   return true;
+}
+
+/// Node of each page (negative errno for none), or false if the query itself failed.
+inline bool query_nodes(std::vector<void*>& pages, std::vector<int>& status) {
+  status.assign(pages.size(), -ENOENT);
+  return pages.empty() || static_cast<bool>(sys_move_pages(pages.size(), pages.data(), nullptr, status.data(), 0));
+}
+
+/**
+ * The pages outside a span that lie in the same huge-page-aligned regions as its edges: the
+ * only ones a migration of the span can carry along.
+ */
+inline std::vector<void*> edge_neighbours(const page_span& span) {
+  const std::size_t ps = page_size(), huge = huge_page_size();
+  const std::uintptr_t end = span.first + span.pages * ps;
+  std::vector<void*> out;
+  for (std::uintptr_t p = align_down(span.first, huge); p < span.first; p += ps) out.push_back(reinterpret_cast<void*>(p));
+  for (std::uintptr_t p = end; p < align_up(end, huge); p += ps) out.push_back(reinterpret_cast<void*>(p));
+  return out;
+}
+
+/**
+ * The shared body of move_to and place_blocks: splits huge pages at the span's edges (and
+ * wherever `split` says), then moves each batch of pages to the nodes `targets(first_page, n,
+ * want)` fills in, and counts neighbours outside the span that a huge page carried along
+ * anyway (from a raw status query before and after).
+ */
+template <class Split, class Targets>
+inline move_result move_span(const page_span& span, Split&& split, Targets&& targets, std::error_code& ec) {
+  move_result r;
+  r.total = span.pages;
+  std::vector<void*> pages;
+  std::vector<int> status, want;
+  std::vector<void*> neighbours = edge_neighbours(span);
+  std::vector<int> neighbours_before, neighbours_after;
+  const bool watched = query_nodes(neighbours, neighbours_before);
+  split_huge_page_at(span.first);
+  split_huge_page_at(span.first + span.bytes());
+  split();
+  std::size_t done = 0;
+  for_each_batch(span, pages, [&](std::size_t n) {
+    want.resize(n);
+    targets(done, n, want);
+    done += n;
+    return move_batch(pages, n, want, r, status, ec);
+  });
+  if (watched && query_nodes(neighbours, neighbours_after))
+    for (std::size_t i = 0; i < neighbours.size(); ++i)
+      if (neighbours_before[i] >= 0 && neighbours_after[i] != neighbours_before[i]) ++r.carried;
+  // Pages not accounted for when a call failed as a whole (that batch and the ones after it)
+  // are failures too.
+  const std::size_t accounted = r.moved + r.already_there + r.unpopulated + r.failed;
+  if (ec && accounted < r.total) {
+    r.failed += r.total - accounted;
+    if (r.first_error == 0) r.first_error = ec.value();
+  }
+  return r;
 }
 
 }  // namespace detail
@@ -633,19 +748,9 @@ inline move_result move_to(void* addr, std::size_t bytes, node_id target, std::e
     ec = std::make_error_code(std::errc::invalid_argument);
     return r;
   }
-  r.total = span.pages;
   try {
-    std::vector<void*> pages;
-    std::vector<int> status, dest;
-    detail::for_each_batch(span, pages,
-                           [&](std::size_t n) { return detail::move_batch(pages, n, target, r, status, dest, ec); });
-    // Pages not accounted for when a call failed as a whole (that batch and the ones after
-    // it) are failures too.
-    const std::size_t accounted = r.moved + r.already_there + r.unpopulated + r.failed;
-    if (ec && accounted < r.total) {
-      r.failed += r.total - accounted;
-      if (r.first_error == 0) r.first_error = ec.value();
-    }
+    r = detail::move_span(
+        span, [] {}, [target](std::size_t, std::size_t n, std::vector<int>& want) { want.assign(n, target); }, ec);
   } catch (const std::bad_alloc&) {
     ec = std::make_error_code(std::errc::not_enough_memory);
   }
@@ -659,6 +764,75 @@ inline move_result move_to(void* addr, std::size_t bytes, node_id target) {
   move_result r = move_to(addr, bytes, target, ec);
   if (ec) detail::throw_system_error(ec, "move_pages");
   return r;
+}
+
+// ---- owner-aware placement: definitions ---------------------------------------------------
+
+namespace detail {
+
+inline std::size_t block_count(std::size_t bytes, std::size_t block_bytes) noexcept {
+  return bytes / block_bytes + (bytes % block_bytes != 0 ? 1 : 0);
+}
+
+/// Why `owners` cannot place `bytes` in blocks of `block_bytes` ("" if it can).
+inline std::string owners_error(std::size_t bytes, std::size_t block_bytes, const std::vector<node_id>& owners) {
+  if (block_bytes == 0) return "block_bytes is 0";
+  const std::size_t blocks = block_count(bytes, block_bytes);
+  if (owners.size() < blocks)
+    return "owners has " + std::to_string(owners.size()) + " entries for " + std::to_string(blocks) + " blocks";
+  for (std::size_t b = 0; b < blocks; ++b)
+    if (!valid_node(owners[b])) return "owner of block " + std::to_string(b) + ": " + node_error(owners[b]);
+  return "";
+}
+
+}  // namespace detail
+
+inline move_result place_blocks(void* addr, std::size_t bytes, std::size_t block_bytes,
+                                const std::vector<node_id>& owners, std::error_code& ec) noexcept {
+  ec.clear();
+  move_result r;
+  detail::page_span span;
+  try {
+    if (!detail::make_span(addr, bytes, span) || !detail::owners_error(bytes, block_bytes, owners).empty()) {
+      ec = std::make_error_code(std::errc::invalid_argument);
+      return r;
+    }
+    const auto base = reinterpret_cast<std::uintptr_t>(addr);
+    const std::size_t ps = detail::page_size(), blocks = detail::block_count(bytes, block_bytes);
+    const auto split = [&] {  // wherever two owners' blocks meet inside a huge page
+      for (std::size_t b = 1; b < blocks; ++b)
+        if (owners[b] != owners[b - 1]) detail::split_huge_page_at(detail::align_down(base + b * block_bytes, ps));
+    };
+    const auto targets = [&](std::size_t first, std::size_t n, std::vector<int>& want) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::uintptr_t page = span.first + (first + i) * ps;
+        want[i] = owners[((page > base ? page : base) - base) / block_bytes];
+      }
+    };
+    r = detail::move_span(span, split, targets, ec);
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+  return r;
+}
+
+inline move_result place_blocks(void* addr, std::size_t bytes, std::size_t block_bytes,
+                                const std::vector<node_id>& owners) {
+  detail::require_range("place_blocks", addr, bytes);
+  const std::string why = detail::owners_error(bytes, block_bytes, owners);
+  if (!why.empty()) detail::throw_invalid_argument("place_blocks: " + why);
+  std::error_code ec;
+  move_result r = place_blocks(addr, bytes, block_bytes, owners, ec);
+  if (ec) detail::throw_system_error(ec, "move_pages");
+  return r;
+}
+
+template <class OwnerOf, class>
+move_result place_blocks(void* addr, std::size_t bytes, std::size_t block_bytes, OwnerOf&& owner_of) {
+  if (block_bytes == 0) detail::throw_invalid_argument("place_blocks: block_bytes is 0");
+  std::vector<node_id> owners(detail::block_count(bytes, block_bytes));
+  for (std::size_t b = 0; b < owners.size(); ++b) owners[b] = owner_of(b);
+  return place_blocks(addr, bytes, block_bytes, owners);
 }
 
 // ---- placement: definitions -------------------------------------------------------------

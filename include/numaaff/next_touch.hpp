@@ -51,9 +51,19 @@
  *   migrated (counted as failed) but are opened like the rest.
  * - If migration fails (node full, EPERM in a container), the chunk is opened all the same:
  *   data never becomes unreachable; the failure is counted in next_touch_stats().
- * - Transparent huge pages migrate whole: when one 2 MiB page holds the parts of several
- *   owners, the last of them to touch it takes all of it. For ownership finer than 2 MiB,
- *   disable THP for the range (`madvise(MADV_NOHUGEPAGE)`) before its first touch.
+ * - Transparent huge pages migrate whole: a 2 MiB page holding parts of several chunks would
+ *   go, all of it, to the last of their touchers. Arming therefore splits every huge page that
+ *   straddles a chunk boundary or an edge of the range (see move_to), so each chunk moves
+ *   alone. khugepaged may merge pages again later where the mapping allows huge pages;
+ *   numaaff's allocators' memory does not (huge_page_mode::per_block).
+ *
+ * Next touch or place_blocks? Next touch gives a chunk to whoever touches it *first*: right
+ * when the new owners are not known, wrong when, say, a halo exchange reads the neighbours'
+ * blocks before their owners touch them. When the owners are known (an OpenMP plan, a pool
+ * partition, a load balancer's map), `place_blocks(range, block_bytes, owners)` (memory.hpp)
+ * puts every block with its owner in one batched call. With next touch, make chunks no larger
+ * than the blocks (`next_touch_options::for_blocks(block_bytes)`): a 512 KiB default chunk
+ * over 72 KiB blocks goes whole to the first of its seven owners to touch it.
  * - fork(): the child inherits armed ranges and handles its own first touches; arming,
  *   disarming and freeing in other threads never leave the child a locked or half-done
  *   registry (the locks are held around fork, and numaaff's process-wide tables are built
@@ -99,6 +109,15 @@ struct next_touch_options {
   /// chunks from one node; shrink to one when a neighbour belongs to another node.
   bool adaptive = false;
   std::uint32_t max_adaptive_chunks = 32;
+
+  /// Chunks of `block_bytes` rounded up to whole pages: with page-aligned blocks, no chunk
+  /// spans two blocks. @throws std::invalid_argument if block_bytes is 0.
+  static next_touch_options for_blocks(std::size_t block_bytes) {
+    if (block_bytes == 0) detail::throw_invalid_argument("next_touch_options::for_blocks: block_bytes is 0");
+    next_touch_options o;
+    o.chunk_bytes = static_cast<std::size_t>(detail::align_up(block_bytes, detail::page_size()));
+    return o;
+  }
 };
 
 /// Default chunk of next-touch, in pages (see benchmarks/README.md for the measurement).

@@ -90,6 +90,7 @@ typedef struct numaaff_move_result {
   size_t already_there; /**< were on the target before */
   size_t unpopulated;   /**< never touched: nothing to move */
   size_t failed;        /**< could not be moved */
+  size_t carried;       /**< pages outside the range that a huge page carried along */
   int first_error;      /**< errno of the first failed page, 0 if none */
 } numaaff_move_result;
 

@@ -7,11 +7,13 @@
 
 #include "../common/numa_test.hpp"
 #include "../common/scratch.hpp"
+#include "../common/smaps.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory_resource>
@@ -121,6 +123,61 @@ TEST(MemoryNuma, MoveToHandlesTransparentHugePages) {
   EXPECT_TRUE(r.complete()) << "failed " << r.failed << " first error " << r.first_error;
   EXPECT_EQ(query_pages(aligned, pages * ps).on(last), pages);
   for (std::size_t i = 0; i < pages * ps; ++i) ASSERT_EQ(aligned[i], 0x3c);
+}
+
+// The AMR case: blocks smaller than a huge page, each moved to its own owner's node. Without
+// a split, moving one block carries the whole huge page, and the next block's move takes it
+// away again.
+TEST(MemoryNuma, MoveToOfBlocksInsideAHugePageMovesEachBlockAlone) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10;
+  mapping m(3 * huge / ps, true);
+  char* aligned = reinterpret_cast<char*>(numaaff::detail::align_up(reinterpret_cast<std::uintptr_t>(m.p), huge));
+  numaaff::bind(aligned, 2 * huge, nodes.front());
+  std::memset(aligned, 0x5c, 2 * huge);
+  numaaff::reset_policy(aligned, 2 * huge);
+  if (numaaff_test::smaps_kb(aligned, "AnonHugePages") <= 0) GTEST_SKIP() << "no transparent huge page formed";
+  const std::size_t blocks = 2 * huge / block;
+  std::size_t carried = 0;
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const numaaff::move_result r = numaaff::move_to(aligned + b * block, block, nodes[b % nodes.size()]);
+    EXPECT_EQ(r.failed, 0u) << "block " << b;
+    carried += r.carried;
+  }
+  EXPECT_EQ(carried, 0u);
+  for (std::size_t b = 0; b < blocks; ++b)  // every page of a block on its owner's node
+    EXPECT_EQ(query_pages(aligned + b * block, block).on(nodes[b % nodes.size()]), block / ps) << "block " << b;
+  for (std::size_t i = 0; i < 2 * huge; ++i) ASSERT_EQ(aligned[i], 0x5c);
+}
+
+// The phase change an AMR code wants, with huge pages on and off: 72 KiB blocks whose owners
+// alternate over the nodes, first all on one node; one call puts every page with its owner.
+TEST(MemoryNuma, PlaceBlocksPutsEveryBlockWithItsOwnerWithAndWithoutHugePages) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10;
+  for (bool thp : {true, false}) {
+    mapping m(3 * huge / ps, thp);
+    char* aligned = reinterpret_cast<char*>(numaaff::detail::align_up(reinterpret_cast<std::uintptr_t>(m.p), huge));
+    const std::size_t bytes = 2 * huge;
+    numaaff::bind(aligned, bytes, nodes.front());
+    std::memset(aligned, 0x6d, bytes);
+    numaaff::reset_policy(aligned, bytes);
+    const bool formed = numaaff_test::smaps_kb(aligned, "AnonHugePages") > 0;
+    const numaaff::move_result r =
+        numaaff::place_blocks(aligned, bytes, block, [&](std::size_t b) { return nodes[(b * 7 + 1) % nodes.size()]; });
+    EXPECT_EQ(r.failed, 0u) << "huge pages " << thp;
+    EXPECT_EQ(r.carried, 0u) << "huge pages " << thp;
+    EXPECT_EQ(r.moved + r.already_there, bytes / ps) << "huge pages " << thp;
+    std::size_t placed = 0;
+    for (std::size_t b = 0; b * block < bytes; ++b) {
+      const std::size_t len = std::min(block, bytes - b * block);
+      placed += query_pages(aligned + b * block, len).on(nodes[(b * 7 + 1) % nodes.size()]);
+    }
+    EXPECT_EQ(placed, bytes / ps) << "huge pages " << thp << (formed ? " (formed)" : " (none formed)");
+    for (std::size_t i = 0; i < bytes; ++i) ASSERT_EQ(aligned[i], 0x6d);
+  }
 }
 
 TEST(MemoryNuma, WhereAgreesWithTheKernelExactly) {

@@ -8,6 +8,7 @@
 
 #include "../common/numa_test.hpp"
 #include "../common/scratch.hpp"
+#include "../common/smaps.hpp"
 
 #include <gtest/gtest.h>
 #include <sched.h>
@@ -167,6 +168,31 @@ TEST(NextTouchNuma, AFullTargetNodeLeavesDataIntactAndCountsFailures) {
   EXPECT_GT(s.pages_failed, 0u) << "pages moved: " << s.pages_moved;
   EXPECT_EQ(s.pages_failed + s.pages_moved, r.bytes / ps);
   numaaff::deallocate(hog, hog_bytes, strict_now);
+}
+
+// Blocks smaller than a huge page, owners alternating over the nodes, huge pages on: each
+// owner's touch must pull its block alone (arming splits the huge pages at chunk boundaries),
+// not the whole huge page back and forth between owners.
+TEST(NextTouchNuma, BlocksInsideHugePagesEachFollowTheirOwnToucher) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = numaaff_test::sysfs_nodes();
+  const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10, bytes = 2 * huge;
+  char* p = numaaff_test::huge_backed(2, 0x44);
+  if (p == nullptr) GTEST_SKIP() << "no transparent huge pages in this guest";
+  const std::size_t blocks = bytes / block;  // the partial tail block is left alone
+  numaaff::affinity_on_next_touch(p, bytes, numaaff::next_touch_options::for_blocks(block));
+  std::vector<std::thread> owners;
+  for (std::size_t k = 0; k < nodes.size(); ++k)
+    owners.emplace_back([&, k] {
+      pin_to_node(nodes[k]);
+      for (std::size_t b = k; b < blocks; b += nodes.size()) p[b * block + 100] = 0x45;
+    });
+  for (auto& t : owners) t.join();
+  numaaff::disarm(p, bytes);
+  std::size_t placed = 0;
+  for (std::size_t b = 0; b < blocks; ++b) placed += query_pages(p + b * block, block).on(nodes[b % nodes.size()]);
+  EXPECT_EQ(placed, blocks * block / ps);
+  for (std::size_t b = 0; b < blocks; ++b) ASSERT_EQ(p[b * block + 100], 0x45);
 }
 
 }  // namespace

@@ -53,10 +53,8 @@ struct placement_options {
   huge_page_mode huge_pages = huge_page_mode::per_block;  ///< see huge_page_mode
 };
 
-inline constexpr std::size_t huge_page_bytes = std::size_t{2} << 20;  // x86-64 and arm64 (4 KiB pages)
-
 /// Applies the huge-page choice to a fresh mapping [p, p + len) whose start is
-/// huge-page-aligned when it is `len >= huge_page_bytes` (per_block) or always.
+/// huge-page-aligned when it is `len >= huge_page_size()` (per_block) or always.
 inline void advise_huge_pages(void* p, std::size_t len, huge_page_mode mode) noexcept {
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   std::uintptr_t no_huge = at;  // from here to the end: no huge pages
@@ -64,7 +62,7 @@ inline void advise_huge_pages(void* p, std::size_t len, huge_page_mode mode) noe
     call(sys::madvise, [&] { return ::madvise(p, len, MADV_HUGEPAGE); });
     return;
   }
-  if (mode == huge_page_mode::per_block && len >= huge_page_bytes) no_huge = align_down(at + len, huge_page_bytes);
+  if (mode == huge_page_mode::per_block && len >= huge_page_size()) no_huge = align_down(at + len, huge_page_size());
   if (no_huge < at + len)
     call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(no_huge), at + len - no_huge, MADV_NOHUGEPAGE); });
 }
@@ -174,8 +172,8 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
     return nullptr;
   }
   const bool huge_aligned =
-      o.huge_pages == huge_page_mode::always || (o.huge_pages == huge_page_mode::per_block && len >= huge_page_bytes);
-  if (huge_aligned && align < huge_page_bytes) align = huge_page_bytes;
+      o.huge_pages == huge_page_mode::always || (o.huge_pages == huge_page_mode::per_block && len >= huge_page_size());
+  if (huge_aligned && align < huge_page_size()) align = huge_page_size();
   // A strict, populated block larger than the node's free memory would end in the OOM killer;
   // refuse it up front instead.
   if (o.populate && o.strict) {

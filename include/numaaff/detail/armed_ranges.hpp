@@ -10,6 +10,7 @@
 
 #include "../errors.hpp"
 #include "fault_registry.hpp"
+#include "numa_calls.hpp"
 #include "signal_handler.hpp"
 
 #include <pthread.h>
@@ -231,6 +232,9 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     slot->run.store(1, std::memory_order_relaxed);
     slot->armed_left.store(count, std::memory_order_relaxed);
     slot->opened_whole.store(false, std::memory_order_relaxed);
+    // Each chunk must migrate alone: no huge page may span two chunks (or the range's edge).
+    for (std::uintptr_t b = begin; b < end; b += chunk) split_huge_page_at(b);
+    split_huge_page_at(end);
     registry_live.fetch_add(1, std::memory_order_acq_rel);
     open_epoch.fetch_add(1, std::memory_order_acq_rel);
     slot->state.store(slot_active, std::memory_order_release);  // before protecting: see below

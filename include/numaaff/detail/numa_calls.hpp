@@ -4,6 +4,7 @@
 // set_mempolicy_home_node is newer than Debian 12's libnuma and is called by number.
 #pragma once
 
+#include "page.hpp"
 #include "syscall.hpp"
 
 #include <numaif.h>
@@ -43,6 +44,18 @@ struct refusal_counters {
   std::atomic<std::uint64_t> pinnings{0};  ///< pin_this_thread calls that could not bind the thread
 };
 inline refusal_counters refusals;
+
+/**
+ * Splits a transparent huge page that holds pages on both sides of `boundary` (page-aligned):
+ * the kernel migrates a huge page whole, so one that straddles the edge of a range would move
+ * the neighbours' data with it. MADV_COLD over part of a huge page makes the kernel split it
+ * (and marks that one page, the one at `boundary`, cold). Best effort: a huge page shared with
+ * another process, or locked, stays whole.
+ */
+inline void split_huge_page_at(std::uintptr_t boundary) noexcept {
+  if (boundary % huge_page_size() == 0 || !huge_pages_possible()) return;
+  call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(boundary), page_size(), MADV_COLD); });
+}
 
 inline sys_result<long> sys_mbind(void* addr, std::size_t len, int mode, const unsigned long* mask,
                                   unsigned long maxnode, unsigned flags) noexcept {

@@ -2,16 +2,53 @@
 // KiB on some arm64 kernels), so nothing in numaaff hard-codes 4096.
 #pragma once
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#ifndef MADV_COLD
+#define MADV_COLD 20  // Linux 5.4
+#endif
 
 namespace numaaff::detail {
 
 inline std::size_t page_size() noexcept {
   static const std::size_t size = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
   return size;
+}
+
+/// The size of a transparent huge page (the kernel's PMD size), read once; 2 MiB when the
+/// kernel does not say (no THP support).
+inline std::size_t huge_page_size() noexcept {
+  static const std::size_t size = [] {
+    unsigned long long v = 0;
+    const int fd = ::open("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      char buf[32] = {};
+      if (::read(fd, buf, sizeof buf - 1) > 0) v = std::strtoull(buf, nullptr, 10);
+      ::close(fd);
+    }
+    return v != 0 && (v & (v - 1)) == 0 ? static_cast<std::size_t>(v) : std::size_t{2} << 20;
+  }();
+  return size;
+}
+
+/// False when the kernel never makes transparent huge pages (enabled = never, or no THP).
+inline bool huge_pages_possible() noexcept {
+  static const bool possible = [] {
+    const int fd = ::open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    char buf[64] = {};
+    const bool read = ::read(fd, buf, sizeof buf - 1) > 0;
+    ::close(fd);
+    return read && std::strstr(buf, "[never]") == nullptr;
+  }();
+  return possible;
 }
 
 inline std::uintptr_t align_down(std::uintptr_t v, std::size_t a) noexcept { return v & ~(std::uintptr_t{a} - 1); }
