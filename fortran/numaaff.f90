@@ -17,7 +17,7 @@ module numaaff
   public :: numaaff_node_count, numaaff_current_node, numaaff_distance
   public :: numaaff_pin_thread, numaaff_set_homenode, numaaff_homenode, numaaff_team_node
   public :: numaaff_alloc_onnode, numaaff_alloc_local, numaaff_alloc_interleaved, numaaff_free
-  public :: numaaff_move_to, numaaff_pages_on, numaaff_pages_unpopulated
+  public :: numaaff_move_to, numaaff_place_blocks, numaaff_pages_on, numaaff_pages_unpopulated
   public :: numaaff_next_touch, numaaff_next_touch_blocks, numaaff_disarm, numaaff_touch_now
 
   type, bind(C) :: numaaff_move_result
@@ -78,6 +78,14 @@ module numaaff
       type(c_ptr), value :: addr
       integer(c_size_t), value :: bytes
       integer(c_int), value :: node
+      type(numaaff_move_result), intent(out) :: result
+    end function
+    integer(c_int) function numaaff_place_blocks(addr, bytes, block_bytes, owners, owner_count, result) &
+        bind(C, name="numaaff_place_blocks")
+      import :: c_ptr, c_size_t, c_int, numaaff_move_result
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes, block_bytes, owner_count
+      integer(c_int), intent(in) :: owners(*)
       type(numaaff_move_result), intent(out) :: result
     end function
     integer(c_int) function numaaff_pages_on(addr, bytes, node, pages) bind(C, name="numaaff_pages_on")

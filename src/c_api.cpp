@@ -154,6 +154,18 @@ int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* res
   return from_code(ec);
 }
 
+int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int* owners, size_t owner_count,
+                         numaaff_move_result* result) {
+  if (owners == nullptr && owner_count != 0) return EINVAL;
+  std::vector<int> v;
+  if (const int e = guarded([&] { v.assign(owners, owners + owner_count); }); e != 0) return e;
+  std::error_code ec;
+  const numaaff::move_result r = numaaff::place_blocks(addr, bytes, block_bytes, v, ec);
+  if (result != nullptr)
+    *result = numaaff_move_result{r.total, r.moved, r.already_there, r.unpopulated, r.failed, r.carried, r.first_error};
+  return from_code(ec);
+}
+
 int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages) {
   if (pages == nullptr || !numaaff::detail::valid_node(node)) return EINVAL;
   std::error_code ec;

@@ -97,6 +97,12 @@ typedef struct numaaff_move_result {
 /** Migrates every populated page of the range to `node`; `result` may be NULL. Per-page
  *  failures are in `result`, not the return value. */
 NUMAAFF_C_API int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result);
+/** Puts each block of the range on its owner's node now, in one batched call (the phase
+ *  change of a block-structured code whose new owners are known): block b is the
+ *  `block_bytes` at addr + b * block_bytes, `owners[b]` its node; `owner_count` must cover
+ *  every block. `result` may be NULL. See numaaff::place_blocks. */
+NUMAAFF_C_API int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int* owners,
+                                       size_t owner_count, numaaff_move_result* result);
 /** Pages of the range now on `node`, in `*pages` (a raw page-status query). */
 NUMAAFF_C_API int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages);
 /** Pages of the range never touched, in `*pages`. */

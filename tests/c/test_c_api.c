@@ -95,6 +95,16 @@ int main(void) {
   CHECK(numaaff_move_to(m, bytes, first, &r) == 0 && r.total == bytes / (size_t)ps && r.failed == 0);
   CHECK(numaaff_pages_on(m, bytes, first, &on) == 0 && on == bytes / (size_t)ps);
   CHECK(numaaff_move_to(m, bytes, 4000, &r) == EINVAL);
+  {
+    int owners[32];
+    for (int b = 0; b < 32; ++b) owners[b] = first;
+    CHECK(numaaff_place_blocks(m, bytes, 72 * 1024, owners, 32, &r) == 0 && r.already_there == bytes / (size_t)ps &&
+          r.carried == 0);
+    CHECK(numaaff_place_blocks(m, bytes, 72 * 1024, owners, 2, &r) == EINVAL); /* too few owners */
+    owners[5] = 4000;
+    CHECK(numaaff_place_blocks(m, bytes, 72 * 1024, owners, 32, NULL) == EINVAL);
+    CHECK(numaaff_place_blocks(m, bytes, 0, owners, 32, NULL) == EINVAL);
+  }
   CHECK(numaaff_move_to(NULL, 10, first, NULL) == EINVAL);
 
   /* next touch: armed, touched, every byte kept, counted */

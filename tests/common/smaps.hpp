@@ -3,14 +3,18 @@
 // transparent huge pages back now).
 #pragma once
 
+#include <numaaff/allocator.hpp>
+#include <numaaff/memory.hpp>
 #include <numaaff/detail/page.hpp>
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace numaaff_test {
 
@@ -52,16 +56,49 @@ inline long smaps_kb(const void* p, const char* field) {
   return at == std::string::npos ? -1 : std::strtol(s.c_str() + at + std::strlen(field) + 1, nullptr, 10);
 }
 
-/// `count` transparent huge pages, aligned, filled with `fill`, or nullptr where the kernel
-/// gives none (THP off, or no free huge page). Never unmapped: a test's lifetime.
-inline char* huge_backed(std::size_t count, char fill = 0x33) {
+/// `count` huge-page-aligned huge pages' worth of memory asking for transparent huge pages,
+/// filled with `fill` (on `node` if it is not -1; the policy is reset afterwards). Never
+/// unmapped: a test's lifetime.
+inline char* huge_candidate(std::size_t count, char fill, int node) {
   const std::size_t huge = numaaff::detail::huge_page_size(), bytes = count * huge;
   void* raw = mmap(nullptr, bytes + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   char* p = reinterpret_cast<char*>(numaaff::detail::align_up(reinterpret_cast<std::uintptr_t>(raw), huge));
   if (madvise(p, bytes, MADV_HUGEPAGE) != 0) return nullptr;
+  if (node >= 0) numaaff::bind(p, bytes, node);
   std::memset(p, fill, bytes);
-  return smaps_kb(p, "AnonHugePages") * 1024 == static_cast<long>(bytes) ? p : nullptr;
+  if (node >= 0) numaaff::reset_policy(p, bytes);
+  return p;
+}
+
+/// Whether all of [p, p + bytes) is backed by transparent huge pages now.
+inline bool all_huge(const void* p, std::size_t bytes) { return smaps_kb(p, "AnonHugePages") * 1024 == static_cast<long>(bytes); }
+
+/// `count` transparent huge pages, aligned, filled with `fill`, or nullptr where the kernel
+/// gives none (THP off, or no free huge page).
+inline char* huge_backed(std::size_t count, char fill = 0x33) {
+  char* p = huge_candidate(count, fill, -1);
+  return p != nullptr && all_huge(p, count * numaaff::detail::huge_page_size()) ? p : nullptr;
+}
+
+/// The same on one of `nodes`, trying the one with the most free memory first (a node that
+/// holds the guest's files may have no free 2 MiB left); if none gives huge pages, plain
+/// pages on the first node tried, with `*huge` false.
+inline char* huge_backed_on(std::size_t count, char fill, std::vector<int> nodes, int& node, bool& huge) {
+  std::sort(nodes.begin(), nodes.end(), [](int a, int b) {
+    return numaaff::detail::node_free_bytes(a) > numaaff::detail::node_free_bytes(b);
+  });
+  for (int n : nodes) {
+    char* p = huge_candidate(count, fill, n);
+    if (p != nullptr && all_huge(p, count * numaaff::detail::huge_page_size())) {
+      node = n;
+      huge = true;
+      return p;
+    }
+  }
+  node = nodes.front();
+  huge = false;
+  return huge_candidate(count, fill, node);
 }
 
 }  // namespace numaaff_test

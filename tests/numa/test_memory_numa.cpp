@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <memory_resource>
 #include <vector>
@@ -132,12 +133,11 @@ TEST(MemoryNuma, MoveToOfBlocksInsideAHugePageMovesEachBlockAlone) {
   NUMAAFF_REQUIRE_NODES(2);
   const std::vector<int> nodes = sysfs_nodes();
   const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10;
-  mapping m(3 * huge / ps, true);
-  char* aligned = reinterpret_cast<char*>(numaaff::detail::align_up(reinterpret_cast<std::uintptr_t>(m.p), huge));
-  numaaff::bind(aligned, 2 * huge, nodes.front());
-  std::memset(aligned, 0x5c, 2 * huge);
-  numaaff::reset_policy(aligned, 2 * huge);
-  if (numaaff_test::smaps_kb(aligned, "AnonHugePages") <= 0) GTEST_SKIP() << "no transparent huge page formed";
+  int start = -1;
+  bool formed = false;
+  char* aligned = numaaff_test::huge_backed_on(2, 0x5c, nodes, start, formed);
+  ASSERT_NE(aligned, nullptr);
+  std::printf("huge pages %s, first on node %d\n", formed ? "formed" : "did not form", start);
   const std::size_t blocks = 2 * huge / block;
   std::size_t carried = 0;
   for (std::size_t b = 0; b < blocks; ++b) {
@@ -158,13 +158,19 @@ TEST(MemoryNuma, PlaceBlocksPutsEveryBlockWithItsOwnerWithAndWithoutHugePages) {
   const std::vector<int> nodes = sysfs_nodes();
   const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10;
   for (bool thp : {true, false}) {
-    mapping m(3 * huge / ps, thp);
-    char* aligned = reinterpret_cast<char*>(numaaff::detail::align_up(reinterpret_cast<std::uintptr_t>(m.p), huge));
     const std::size_t bytes = 2 * huge;
-    numaaff::bind(aligned, bytes, nodes.front());
-    std::memset(aligned, 0x6d, bytes);
-    numaaff::reset_policy(aligned, bytes);
-    const bool formed = numaaff_test::smaps_kb(aligned, "AnonHugePages") > 0;
+    int start = -1;
+    bool formed = false;
+    mapping m(3 * huge / ps, false);
+    char* aligned = numaaff_test::huge_backed_on(2, 0x6d, nodes, start, formed);
+    if (!thp) {  // the same blocks in plain pages
+      aligned = reinterpret_cast<char*>(numaaff::detail::align_up(reinterpret_cast<std::uintptr_t>(m.p), huge));
+      numaaff::bind(aligned, bytes, nodes.front());
+      std::memset(aligned, 0x6d, bytes);
+      numaaff::reset_policy(aligned, bytes);
+      formed = false;
+    }
+    ASSERT_NE(aligned, nullptr);
     const numaaff::move_result r =
         numaaff::place_blocks(aligned, bytes, block, [&](std::size_t b) { return nodes[(b * 7 + 1) % nodes.size()]; });
     EXPECT_EQ(r.failed, 0u) << "huge pages " << thp;

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -177,8 +178,11 @@ TEST(NextTouchNuma, BlocksInsideHugePagesEachFollowTheirOwnToucher) {
   NUMAAFF_REQUIRE_NODES(2);
   const std::vector<int> nodes = numaaff_test::sysfs_nodes();
   const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10, bytes = 2 * huge;
-  char* p = numaaff_test::huge_backed(2, 0x44);
-  if (p == nullptr) GTEST_SKIP() << "no transparent huge pages in this guest";
+  int start = -1;
+  bool formed = false;
+  char* p = numaaff_test::huge_backed_on(2, 0x44, nodes, start, formed);
+  ASSERT_NE(p, nullptr);
+  std::printf("huge pages %s, first on node %d\n", formed ? "formed" : "did not form", start);
   const std::size_t blocks = bytes / block;  // the partial tail block is left alone
   numaaff::affinity_on_next_touch(p, bytes, numaaff::next_touch_options::for_blocks(block));
   std::vector<std::thread> owners;
