@@ -16,12 +16,14 @@
 
 namespace numaaff_bench {
 
-/// "numerator / denominator: at least (or at most) target" on a per-item rate or a time.
+/// "numerator / denominator: at least (or at most) target" on a per-item rate, a wall time or
+/// a CPU time (the process's for benchmarks registered with MeasureProcessCPUTime(), else the
+/// benchmark thread's).
 struct ratio {
   std::string numerator;
   std::string denominator;
-  enum class measure { rate, time } what;
-  double target;  // for rate: numerator/denominator >= target; for time: <= target
+  enum class measure { rate, time, cpu_time } what;
+  double target;  // for rate: numerator/denominator >= target; for time and cpu_time: <= target
   std::string label;
 };
 
@@ -41,13 +43,14 @@ class collecting_reporter : public benchmark::ConsoleReporter {
       const auto it = r.counters.find("items_per_second");
       rate_[name] = it != r.counters.end() ? it->second.value : 0.0;
       time_[name] = r.GetAdjustedRealTime();
+      cpu_[name] = r.GetAdjustedCPUTime();
     }
   }
   int print_ratios(const std::vector<ratio>& ratios) const {
     std::printf("\nratios (same run):\n");
     int missed = 0;
     for (const ratio& q : ratios) {
-      const auto& table = q.what == ratio::measure::rate ? rate_ : time_;
+      const auto& table = q.what == ratio::measure::rate ? rate_ : q.what == ratio::measure::time ? time_ : cpu_;
       const auto a = table.find(q.numerator), b = table.find(q.denominator);
       if (a == table.end() || b == table.end() || b->second == 0.0) continue;  // filtered out
       const double v = a->second / b->second;
@@ -62,6 +65,7 @@ class collecting_reporter : public benchmark::ConsoleReporter {
  private:
   std::map<std::string, double> rate_;
   std::map<std::string, double> time_;
+  std::map<std::string, double> cpu_;
   std::map<std::string, bool> medians_;
 };
 
