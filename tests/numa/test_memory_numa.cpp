@@ -243,6 +243,13 @@ TEST(MemoryNuma, StrictAllocationBeyondANodeFailsCleanly) {
   const int last = sysfs_nodes().back();
   const std::size_t too_much = static_cast<std::size_t>(numaaff_test::vm_int("NUMAAFF_VM_MEM_PER_NODE", 256) + 64) << 20;
   EXPECT_THROW((void)numaaff::allocate_on_node(too_much, last, numaaff::alloc_options{true, true}), std::bad_alloc);
+  // A block that fits in MemFree but reaches into the node's watermarks would meet the OOM
+  // killer while populating: refused instead.
+  const std::size_t free_bytes = numaaff::detail::node_free_bytes(last);
+  const std::size_t reserved = free_bytes - numaaff::detail::node_available_bytes(last);
+  ASSERT_GT(reserved, std::size_t{2} << 20) << "the node keeps no reserve: nothing to test";
+  EXPECT_THROW((void)numaaff::allocate_on_node(free_bytes - reserved / 2, last, numaaff::alloc_options{true, true}),
+               std::bad_alloc);
   // And what does fit is really there.
   const std::size_t fits = std::size_t{64} << 20;
   void* p = numaaff::allocate_on_node(fits, last, numaaff::alloc_options{true, true});

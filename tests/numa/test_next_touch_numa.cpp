@@ -150,9 +150,9 @@ TEST(NextTouchNuma, AFullTargetNodeLeavesDataIntactAndCountsFailures) {
   fill_on(r, nodes.front());
   const std::uint64_t before = r.checksum(0, r.bytes);
   // Occupy the target node until less than the range fits there.
-  const std::size_t free_bytes = numaaff::detail::node_free_bytes(full);
+  const std::size_t free_bytes = numaaff::detail::node_available_bytes(full);
   ASSERT_GT(free_bytes, std::size_t{40} << 20);
-  const std::size_t hog_bytes = free_bytes - (std::size_t{12} << 20);
+  const std::size_t hog_bytes = free_bytes - (std::size_t{8} << 20);
   const numaaff::alloc_options strict_now{true, true};
   void* hog = numaaff::allocate_on_node(hog_bytes, full, strict_now);
   numaaff::affinity_on_next_touch(r.p, r.bytes);

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <new>
@@ -163,6 +164,31 @@ inline std::size_t node_free_bytes(int node) {
   return 0;
 }
 
+/**
+ * What a bound allocation can still take from one node, in bytes: MemFree less the node's
+ * low watermarks (/proc/zoneinfo), which the kernel keeps for itself; an allocation bound to
+ * the node that reaches into them ends in the OOM killer (MemFree alone does not say so: a
+ * 256 MiB node can keep 12 MiB back). 0 when unknown.
+ */
+inline std::size_t node_available_bytes(int node) {
+  const std::size_t free_bytes = node_free_bytes(node);
+  std::ifstream in("/proc/zoneinfo");
+  std::string line;
+  std::size_t reserved_pages = 0;
+  int current = -1;
+  while (std::getline(in, line)) {
+    if (line.rfind("Node ", 0) == 0) {
+      current = std::atoi(line.c_str() + 5);
+      continue;
+    }
+    const std::size_t at = line.find_first_not_of(' ');
+    if (current == node && at != std::string::npos && line.compare(at, 4, "low ") == 0)
+      reserved_pages += static_cast<std::size_t>(std::strtoull(line.c_str() + at + 4, nullptr, 10));
+  }
+  const std::size_t reserved = reserved_pages * page_size();
+  return free_bytes > reserved ? free_bytes - reserved : 0;
+}
+
 /// A large block: its own mapping, bound, optionally huge-page aligned and populated.
 inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const placement_options& o,
                          std::error_code& ec) noexcept {
@@ -174,12 +200,12 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
   const bool huge_aligned =
       o.huge_pages == huge_page_mode::always || (o.huge_pages == huge_page_mode::per_block && len >= huge_page_size());
   if (huge_aligned && align < huge_page_size()) align = huge_page_size();
-  // A strict, populated block larger than the node's free memory would end in the OOM killer;
-  // refuse it up front instead.
+  // A strict, populated block larger than what the node can still give would end in the OOM
+  // killer; refuse it up front instead.
   if (o.populate && o.strict) {
     std::size_t free_bytes = 0;
     try {
-      free_bytes = node_free_bytes(node);
+      free_bytes = node_available_bytes(node);
     } catch (...) {
     }
     if (free_bytes != 0 && len > free_bytes) {
