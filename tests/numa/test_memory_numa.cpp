@@ -247,7 +247,7 @@ TEST(MemoryNuma, StrictAllocationBeyondANodeFailsCleanly) {
   // killer while populating: refused instead.
   const std::size_t free_bytes = numaaff::detail::node_free_bytes(last);
   const std::size_t reserved = free_bytes - numaaff::detail::node_available_bytes(last);
-  ASSERT_GT(reserved, std::size_t{2} << 20) << "the node keeps no reserve: nothing to test";
+  ASSERT_GE(reserved, 2 * ps) << "the node keeps no reserve: nothing to test";
   EXPECT_THROW((void)numaaff::allocate_on_node(free_bytes - reserved / 2, last, numaaff::alloc_options{true, true}),
                std::bad_alloc);
   // And what does fit is really there.
