@@ -41,6 +41,7 @@ keep() { # TAG FILE
 "$vm" --add "$bn/numa01_02" -- numa01_02 --test numa02 --csv "${n02[@]}" | keep numa02 "$out/numa02.csv"
 "$vm" --nodes 2 --cpus-per-node 2 --add "$bn/numa01_02" -- numa01_02 --test numa01 --csv "${n01[@]}" | keep numa01 "$out/numa01.csv"
 "$vm" --add "$ex/amr" -- amr --csv "${amr[@]}" | keep amr "$out/amr.csv"
+"$vm" --add "$ex/amr" -- amr --csv --thp on "${amr[@]}" | keep amr "$out/amr_thp_on.csv"
 # Google Benchmark's table: "bm_next_touch_chunk/MiB/pages/real_time[_median]  TIME ms ...".
 "$vm" --add "$bn/bench_next_touch" -- sh -c "bench_next_touch --benchmark_color=false $chunk" >"$out/next_touch_chunk.log" || true
 sed 's/\x1b\[[0-9;]*m//g' "$out/next_touch_chunk.log" |
