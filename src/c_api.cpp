@@ -20,6 +20,16 @@
 
 namespace {
 
+/// The errno value for an error code: its own for a system error, the generic condition's for
+/// numaaff's (too many armed ranges: ENOSPC), EIO for anything else.
+int from_code(const std::error_code& ec) noexcept {
+  if (!ec) return 0;
+  if (ec.category() == std::generic_category() || ec.category() == std::system_category()) return ec.value();
+  if (ec == numaaff::errc::too_many_ranges) return ENOSPC;
+  const std::error_condition c = ec.default_error_condition();
+  return c.category() == std::generic_category() ? c.value() : EIO;
+}
+
 /// Runs f, turning whatever it throws into an errno value.
 template <class F>
 int guarded(F&& f) noexcept {
@@ -31,18 +41,15 @@ int guarded(F&& f) noexcept {
   } catch (const std::bad_alloc&) {
     return ENOMEM;
   } catch (const std::system_error& e) {
-    return e.code().category() == std::generic_category() || e.code().category() == std::system_category()
-               ? e.code().value()
-               : EIO;
+    return from_code(e.code());
   } catch (...) {
     return EIO;
   }
 }
 
-/// guarded() for an error_code overload: its code, or EINVAL/ENOMEM for what it throws.
-int from_code(const std::error_code& ec) noexcept {
-  if (!ec) return 0;
-  return ec.category() == std::generic_category() || ec.category() == std::system_category() ? ec.value() : EIO;
+bool valid(int node) noexcept {
+  bool ok = false;
+  return guarded([&] { ok = numaaff::detail::valid_node(node); }) == 0 && ok;
 }
 
 int copy_out(const std::vector<int>& values, int* out, std::size_t capacity, std::size_t* count) noexcept {
@@ -61,19 +68,19 @@ void* allocated(int error, void* p) noexcept {
 
 extern "C" {
 
-int numaaff_node_count(void) {
+int numaaff_node_count(void) noexcept {
   int n = 1;
   if (guarded([&] { n = static_cast<int>(numaaff::topology::system().node_count()); }) != 0) return 1;
   return n;
 }
 
-int numaaff_nodes(int* nodes, size_t capacity, size_t* count) {
+int numaaff_nodes(int* nodes, size_t capacity, size_t* count) noexcept {
   std::vector<int> v;
   const int e = guarded([&] { v = numaaff::topology::system().nodes(); });
   return e != 0 ? e : copy_out(v, nodes, capacity, count);
 }
 
-int numaaff_current_node(void) {
+int numaaff_current_node(void) noexcept {
   std::error_code ec;
   const int n = numaaff::current_node(ec);
   if (ec) {
@@ -83,41 +90,40 @@ int numaaff_current_node(void) {
   return n;
 }
 
-int numaaff_distance(int from, int to, int* distance) {
+int numaaff_distance(int from, int to, int* distance) noexcept {
   if (distance == nullptr) return EINVAL;
   return guarded([&] { *distance = numaaff::topology::system().distance(from, to); });
 }
 
-int numaaff_cpus_of(int node, int* cpus, size_t capacity, size_t* count) {
+int numaaff_cpus_of(int node, int* cpus, size_t capacity, size_t* count) noexcept {
   std::vector<int> v;
   const int e = guarded([&] { v = numaaff::topology::system().cpus_of(node); });
   return e != 0 ? e : copy_out(v, cpus, capacity, count);
 }
 
-int numaaff_pin_thread(int node) {
+int numaaff_pin_thread(int node) noexcept {
   std::error_code ec;
   numaaff::pin_this_thread(node, ec);
   return from_code(ec);
 }
 
-int numaaff_set_homenode(int node) {
+int numaaff_set_homenode(int node) noexcept {
   return guarded([&] { numaaff::set_homenode(node); });
 }
 
-int numaaff_homenode(void) {
+int numaaff_homenode(void) noexcept {
   int n = -1;
   if (const int e = guarded([&] { n = numaaff::this_homenode(); }); e != 0) errno = e;
   return n;
 }
 
-int numaaff_team_node(int thread, int team_size) {
+int numaaff_team_node(int thread, int team_size) noexcept {
   if (team_size <= 0 || thread < 0 || thread >= team_size) return -1;
   int node = -1;
   guarded([&] {
-    const numaaff::topology& t = numaaff::detail::machine();
     std::vector<int> slots;  // the node of each usable CPU, in node order
-    for (numaaff::node_id n : t.nodes())
-      for (std::size_t k = t.cpus_of(n).size(); k > 0; --k) slots.push_back(n);
+    for (numaaff::node_id n : numaaff::detail::kernel_nodes())
+      for (std::size_t k = numaaff::detail::usable_cpus_of(n).size(); k > 0; --k) slots.push_back(n);
     if (slots.empty()) return;
     node = slots[numaaff::detail::team_slot(static_cast<std::size_t>(thread), static_cast<std::size_t>(team_size),
                                             slots.size())];
@@ -125,28 +131,29 @@ int numaaff_team_node(int thread, int team_size) {
   return node;
 }
 
-void* numaaff_alloc_onnode(size_t bytes, int node) {
+void* numaaff_alloc_onnode(size_t bytes, int node) noexcept {
   std::error_code ec;
   void* p = numaaff::allocate_on_node(bytes, node, numaaff::alloc_options{}, ec);
   return allocated(from_code(ec), p);
 }
 
-void* numaaff_alloc_local(size_t bytes) {
+void* numaaff_alloc_local(size_t bytes) noexcept {
   void* p = nullptr;
   const int e = guarded([&] { p = numaaff::allocate_on_node(bytes, numaaff::detail::local_node()); });
   return allocated(e, p);
 }
 
-void* numaaff_alloc_interleaved(size_t bytes) {
+void* numaaff_alloc_interleaved(size_t bytes) noexcept {
   void* p = nullptr;
   const int e = guarded([&] { p = numaaff::allocate_interleaved(bytes); });
   return allocated(e, p);
 }
 
-void numaaff_free(void* p, size_t bytes) { numaaff::deallocate(p, bytes); }
+void numaaff_free(void* p, size_t bytes) noexcept { numaaff::deallocate(p, bytes); }
 
-int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result) {
-  if (!numaaff::detail::valid_node(node)) return EINVAL;
+int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result) noexcept {
+  if (result != nullptr) *result = numaaff_move_result{};
+  if (!valid(node)) return EINVAL;
   std::error_code ec;
   const numaaff::move_result r = numaaff::move_to(addr, bytes, node, ec);
   if (result != nullptr)
@@ -155,10 +162,13 @@ int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* res
 }
 
 int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int* owners, size_t owner_count,
-                         numaaff_move_result* result) {
-  if (owners == nullptr && owner_count != 0) return EINVAL;
+                         numaaff_move_result* result) noexcept {
+  if (result != nullptr) *result = numaaff_move_result{};
+  if (block_bytes == 0 || (owners == nullptr && owner_count != 0)) return EINVAL;
+  const std::size_t blocks = bytes / block_bytes + (bytes % block_bytes != 0 ? 1 : 0);
+  if (owner_count < blocks) return EINVAL;
   std::vector<int> v;
-  if (const int e = guarded([&] { v.assign(owners, owners + owner_count); }); e != 0) return e;
+  if (const int e = guarded([&] { v.assign(owners, owners + blocks); }); e != 0) return e;
   std::error_code ec;
   const numaaff::move_result r = numaaff::place_blocks(addr, bytes, block_bytes, v, ec);
   if (result != nullptr)
@@ -166,15 +176,15 @@ int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int
   return from_code(ec);
 }
 
-int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages) {
-  if (pages == nullptr || !numaaff::detail::valid_node(node)) return EINVAL;
+int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages) noexcept {
+  if (pages == nullptr || !valid(node)) return EINVAL;
   std::error_code ec;
   const numaaff::placement p = numaaff::where(addr, bytes, ec);
   *pages = ec ? 0 : p.pages_on(node);
   return from_code(ec);
 }
 
-int numaaff_pages_unpopulated(const void* addr, size_t bytes, size_t* pages) {
+int numaaff_pages_unpopulated(const void* addr, size_t bytes, size_t* pages) noexcept {
   if (pages == nullptr) return EINVAL;
   std::error_code ec;
   const numaaff::placement p = numaaff::where(addr, bytes, ec);
@@ -182,32 +192,33 @@ int numaaff_pages_unpopulated(const void* addr, size_t bytes, size_t* pages) {
   return from_code(ec);
 }
 
-int numaaff_next_touch(void* addr, size_t bytes) {
+int numaaff_next_touch(void* addr, size_t bytes) noexcept {
   std::error_code ec;
   numaaff::affinity_on_next_touch(addr, bytes, ec);
   return from_code(ec);
 }
 
-int numaaff_next_touch_blocks(void* addr, size_t bytes, size_t block_bytes) {
-  if (block_bytes == 0) return EINVAL;
+int numaaff_next_touch_blocks(void* addr, size_t bytes, size_t block_bytes) noexcept {
+  numaaff::next_touch_options o;
+  if (const int e = guarded([&] { o = numaaff::next_touch_options::for_blocks(block_bytes); }); e != 0) return e;
   std::error_code ec;
-  numaaff::affinity_on_next_touch(addr, bytes, numaaff::next_touch_options::for_blocks(block_bytes), ec);
+  numaaff::affinity_on_next_touch(addr, bytes, o, ec);
   return from_code(ec);
 }
 
-int numaaff_disarm(void* addr, size_t bytes) {
+int numaaff_disarm(void* addr, size_t bytes) noexcept {
   std::error_code ec;
   numaaff::disarm(addr, bytes, ec);
   return from_code(ec);
 }
 
-int numaaff_touch_now(void* addr, size_t bytes) {
+int numaaff_touch_now(void* addr, size_t bytes) noexcept {
   std::error_code ec;
   numaaff::touch_now(addr, bytes, ec);
   return from_code(ec);
 }
 
-int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats) {
+int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats) noexcept {
   if (stats == nullptr) return EINVAL;
   const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
   *stats = numaaff_next_touch_stats{s.faults,           s.chunks_migrated, s.pages_moved,
@@ -216,12 +227,12 @@ int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats) {
   return 0;
 }
 
-int numaaff_reset_next_touch_stats(void) {
+int numaaff_reset_next_touch_stats(void) noexcept {
   numaaff::reset_next_touch_stats();
   return 0;
 }
 
-int numaaff_system_report(char* text, size_t capacity, size_t* length) {
+int numaaff_system_report(char* text, size_t capacity, size_t* length) noexcept {
   if (text == nullptr && capacity != 0) return EINVAL;
   return guarded([&] {
     const std::string s = numaaff::system_report().to_string();
@@ -233,6 +244,10 @@ int numaaff_system_report(char* text, size_t capacity, size_t* length) {
   });
 }
 
-const char* numaaff_strerror(int error) { return std::strerror(error); }
+const char* numaaff_strerror(int error) noexcept {
+  // glibc (2.32 and later) formats unknown values in a per-thread buffer; known ones are
+  // static text: thread-safe either way.
+  return std::strerror(error);
+}
 
 }  // extern "C"

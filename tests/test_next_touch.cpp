@@ -7,6 +7,7 @@
 #include <numaaff/detail/syscall.hpp>
 
 #include "common/placement_check.hpp"
+#include "common/process.hpp"
 #include "common/scratch.hpp"
 #include "common/seccomp_filter.hpp"
 #include "common/smaps.hpp"
@@ -22,8 +23,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -446,6 +449,21 @@ TEST(NextTouch, ForBlocksRoundsToPages) {
   EXPECT_EQ(numaaff::next_touch_options::for_blocks(1).chunk_bytes, ps);
   EXPECT_EQ(numaaff::next_touch_options::for_blocks(ps + 1).chunk_bytes, 2 * ps);
   EXPECT_THROW(numaaff::next_touch_options::for_blocks(0), std::invalid_argument);
+}
+
+TEST(NextTouch, ChunksLargerThanTheRangeOrRangesAtTheTopOfTheAddressSpaceReturnAtOnce) {
+  const std::string child = numaaff_test::run_in_child(10, [] {
+    char* p = static_cast<char*>(mmap(nullptr, ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    p[0] = 5;
+    numaaff::next_touch_options o;
+    o.chunk_bytes = std::numeric_limits<std::size_t>::max() / ps * ps;  // one chunk, whatever the range
+    numaaff::affinity_on_next_touch(p, ps, o);
+    if (p[0] != 5 || numaaff::is_armed(p, ps)) return 1;
+    std::error_code ec;  // no mapping can be there: an error, not a walk through the address space
+    numaaff::affinity_on_next_touch(reinterpret_cast<void*>(~std::uintptr_t{0} - (std::uintptr_t{512} << 10) + 1), ps, ec);
+    return ec ? 0 : 2;
+  });
+  EXPECT_EQ(child, "");
 }
 
 }  // namespace

@@ -22,8 +22,8 @@
  * Transparent huge pages (`alloc_options::huge_pages`): a huge page sits on one node whole and
  * migrates whole, so by default (`huge_page_mode::per_block`) no huge page ever holds two
  * blocks: blocks under 2 MiB and the small-block slabs get none (each block keeps its own
- * placement and moves alone), larger blocks are 2 MiB-aligned and get them except in their
- * last, partial 2 MiB. `huge_page_mode::always` asks for them everywhere (large per-node
+ * placement and moves alone); larger blocks are 2 MiB-aligned, so that where the system makes
+ * huge pages (THP `always`) they get them, except in their last, partial 2 MiB. `huge_page_mode::always` asks for them everywhere (large per-node
  * arrays); `never` turns them off. Interleaved blocks have none unless `always`.
  *
  * One node: everything works; all memory is on node 0.

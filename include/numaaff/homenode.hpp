@@ -77,33 +77,27 @@ inline void set_homenode(node_id node) {
   detail::thread_home = {node, true};
 }
 
-
 namespace detail {
 
-/// This machine as discovered once, whatever NUMAAFF_TOPOLOGY says: pinning binds real CPUs.
-inline const topology& machine() {
-  static const topology t = topology::discover();
-  return t;
-}
-
-/// The CPUs of `node` this process may use, empty if it has none (a memory-only node, or
-/// none of its CPUs in the cpuset).
-inline std::vector<int> usable_cpus_of(node_id node) {
-  const topology& m = machine();
-  for (node_id n : m.nodes())
-    if (n == node) return m.cpus_of(n);
-  return {};
+/// The kernel nodes with CPUs this process may use: pinning binds real CPUs, whatever
+/// NUMAAFF_TOPOLOGY says.
+inline std::vector<node_id> nodes_with_usable_cpus() {
+  std::vector<node_id> out;
+  for (node_id n : kernel_nodes())
+    if (!usable_cpus_of(n).empty()) out.push_back(n);
+  return out;
 }
 
 }  // namespace detail
 
 /**
- * Binds the calling thread to the CPUs of `node` that this process may use (its cgroup
- * cpuset and CPU binding as first seen), and makes `node` its homenode, so that the thread
- * runs where its memory goes and the kernel's NUMA balancing cannot move it to another node.
+ * Binds the calling thread to the CPUs of `node` that this process may use (the process's
+ * CPU binding at start-up, which the cgroup cpuset bounds), and makes `node` its homenode, so
+ * that the thread runs where its memory goes and the kernel's NUMA balancing cannot move it
+ * to another node.
  *
- * Thread-safe (affects only the calling thread). The first call discovers the machine (hwloc)
- * and allocates; later calls allocate one small vector. A sandbox that forbids
+ * Thread-safe (affects only the calling thread). Reads the node's sysfs CPU list and
+ * allocates small vectors. A sandbox that forbids
  * sched_setaffinity (EPERM) makes it a no-op for the CPUs, counted in refusal_stats(); the
  * homenode is still set.
  * @throws std::invalid_argument naming `node` for a node the kernel does not have, or one
@@ -136,7 +130,7 @@ inline void pin_this_thread(node_id node) {
   if (detail::usable_cpus_of(node).empty())
     detail::throw_invalid_argument("pin_this_thread: node " + std::to_string(node) +
                                    " has no CPU this process may use (nodes with CPUs: " +
-                                   detail::format_list(detail::machine().nodes()) + ")");
+                                   detail::format_list(detail::nodes_with_usable_cpus()) + ")");
   std::error_code ec;
   pin_this_thread(node, ec);
   if (ec) detail::throw_system_error(ec, "sched_setaffinity");

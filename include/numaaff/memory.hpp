@@ -303,6 +303,7 @@ inline bool build_process_tables() noexcept {
   try {
     (void)page_size();
     (void)huge_page_size();
+    (void)huge_pages_possible();
     (void)kernel_nodes();
   } catch (...) {  // out of memory at start-up: built on first use instead
   }
@@ -712,9 +713,10 @@ inline move_result move_span(const page_span& span, Split&& split, Targets&& tar
   r.total = span.pages;
   std::vector<void*> pages;
   std::vector<int> status, want;
-  std::vector<void*> neighbours = edge_neighbours(span);
+  // Only where huge pages can exist: two extra queries of up to 1,022 pages otherwise wasted.
+  std::vector<void*> neighbours = huge_pages_possible() ? edge_neighbours(span) : std::vector<void*>{};
   std::vector<int> neighbours_before, neighbours_after;
-  const bool watched = query_nodes(neighbours, neighbours_before);
+  const bool watched = !neighbours.empty() && query_nodes(neighbours, neighbours_before);
   split_huge_page_at(span.first);
   split_huge_page_at(span.first + span.bytes());
   split();
@@ -727,7 +729,7 @@ inline move_result move_span(const page_span& span, Split&& split, Targets&& tar
   });
   if (watched && query_nodes(neighbours, neighbours_after))
     for (std::size_t i = 0; i < neighbours.size(); ++i)
-      if (neighbours_before[i] >= 0 && neighbours_after[i] != neighbours_before[i]) ++r.carried;
+      if (neighbours_before[i] >= 0 && neighbours_after[i] >= 0 && neighbours_after[i] != neighbours_before[i]) ++r.carried;
   // Pages not accounted for when a call failed as a whole (that batch and the ones after it)
   // are failures too.
   const std::size_t accounted = r.moved + r.already_there + r.unpopulated + r.failed;
@@ -744,11 +746,11 @@ inline move_result move_to(void* addr, std::size_t bytes, node_id target, std::e
   ec.clear();
   move_result r;
   detail::page_span span;
-  if (!detail::make_span(addr, bytes, span) || !detail::valid_node(target)) {
-    ec = std::make_error_code(std::errc::invalid_argument);
-    return r;
-  }
   try {
+    if (!detail::make_span(addr, bytes, span) || !detail::valid_node(target)) {
+      ec = std::make_error_code(std::errc::invalid_argument);
+      return r;
+    }
     r = detail::move_span(
         span, [] {}, [target](std::size_t, std::size_t n, std::vector<int>& want) { want.assign(n, target); }, ec);
   } catch (const std::bad_alloc&) {
@@ -801,7 +803,7 @@ inline move_result place_blocks(void* addr, std::size_t bytes, std::size_t block
     const std::size_t ps = detail::page_size(), blocks = detail::block_count(bytes, block_bytes);
     const auto split = [&] {  // wherever two owners' blocks meet inside a huge page
       for (std::size_t b = 1; b < blocks; ++b)
-        if (owners[b] != owners[b - 1]) detail::split_huge_page_at(detail::align_down(base + b * block_bytes, ps));
+        if (owners[b] != owners[b - 1]) detail::split_huge_page_at(detail::align_up(base + b * block_bytes, ps));
     };
     const auto targets = [&](std::size_t first, std::size_t n, std::vector<int>& want) {
       for (std::size_t i = 0; i < n; ++i) {
@@ -829,6 +831,7 @@ inline move_result place_blocks(void* addr, std::size_t bytes, std::size_t block
 
 template <class OwnerOf, class>
 move_result place_blocks(void* addr, std::size_t bytes, std::size_t block_bytes, OwnerOf&& owner_of) {
+  detail::require_range("place_blocks", addr, bytes);
   if (block_bytes == 0) detail::throw_invalid_argument("place_blocks: block_bytes is 0");
   std::vector<node_id> owners(detail::block_count(bytes, block_bytes));
   for (std::size_t b = 0; b < owners.size(); ++b) owners[b] = owner_of(b);

@@ -89,6 +89,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <system_error>
 
@@ -113,7 +114,9 @@ struct next_touch_options {
   /// Chunks of `block_bytes` rounded up to whole pages: with page-aligned blocks, no chunk
   /// spans two blocks. @throws std::invalid_argument if block_bytes is 0.
   static next_touch_options for_blocks(std::size_t block_bytes) {
-    if (block_bytes == 0) detail::throw_invalid_argument("next_touch_options::for_blocks: block_bytes is 0");
+    if (block_bytes == 0 || block_bytes > std::numeric_limits<std::size_t>::max() - detail::page_size())
+      detail::throw_invalid_argument("next_touch_options::for_blocks: block_bytes " + std::to_string(block_bytes) +
+                                     " is 0 or cannot be rounded to whole pages");
     next_touch_options o;
     o.chunk_bytes = static_cast<std::size_t>(detail::align_up(block_bytes, detail::page_size()));
     return o;

@@ -39,49 +39,52 @@
 #endif
 
 #ifdef __cplusplus
+#define NUMAAFF_C_NOEXCEPT noexcept /* no exception crosses into C, and C++ callers know it */
 extern "C" {
+#else
+#define NUMAAFF_C_NOEXCEPT
 #endif
 
 /* ---- topology ---------------------------------------------------------------------------- */
 
 /** Number of NUMA nodes this process may use (1 on a machine without NUMA). */
-NUMAAFF_C_API int numaaff_node_count(void);
+NUMAAFF_C_API int numaaff_node_count(void) NUMAAFF_C_NOEXCEPT;
 /** Writes up to `capacity` node numbers (ascending) to `nodes` and the number of nodes to
  *  `*count` (which may exceed `capacity`: call again with more room). */
-NUMAAFF_C_API int numaaff_nodes(int* nodes, size_t capacity, size_t* count);
+NUMAAFF_C_API int numaaff_nodes(int* nodes, size_t capacity, size_t* count) NUMAAFF_C_NOEXCEPT;
 /** The node of the CPU the caller runs on now, or -1 (errno set). */
-NUMAAFF_C_API int numaaff_current_node(void);
+NUMAAFF_C_API int numaaff_current_node(void) NUMAAFF_C_NOEXCEPT;
 /** Distance between two nodes (10 = local) in `*distance`. */
-NUMAAFF_C_API int numaaff_distance(int from, int to, int* distance);
+NUMAAFF_C_API int numaaff_distance(int from, int to, int* distance) NUMAAFF_C_NOEXCEPT;
 /** Writes up to `capacity` CPU numbers of `node` this process may use, and their count. */
-NUMAAFF_C_API int numaaff_cpus_of(int node, int* cpus, size_t capacity, size_t* count);
+NUMAAFF_C_API int numaaff_cpus_of(int node, int* cpus, size_t capacity, size_t* count) NUMAAFF_C_NOEXCEPT;
 
 /* ---- threads ----------------------------------------------------------------------------- */
 
 /** Binds the calling thread to the CPUs of `node` this process may use and makes `node` its
  *  homenode. EINVAL for an unknown node or one without usable CPUs. */
-NUMAAFF_C_API int numaaff_pin_thread(int node);
+NUMAAFF_C_API int numaaff_pin_thread(int node) NUMAAFF_C_NOEXCEPT;
 /** Sets the calling thread's homenode (memory only; -1 clears it). */
-NUMAAFF_C_API int numaaff_set_homenode(int node);
+NUMAAFF_C_API int numaaff_set_homenode(int node) NUMAAFF_C_NOEXCEPT;
 /** The calling thread's homenode (its own, else NUMAAFF_HOMENODE, else its current node). */
-NUMAAFF_C_API int numaaff_homenode(void);
+NUMAAFF_C_API int numaaff_homenode(void) NUMAAFF_C_NOEXCEPT;
 /** The node thread `thread` of a team of `team_size` belongs on: threads in node order,
  *  in proportion to each node's usable CPUs (thread_pool's and numaaff/openmp.hpp's
  *  partition), so that with schedule(static) thread i's block is on its node. -1 if invalid. */
-NUMAAFF_C_API int numaaff_team_node(int thread, int team_size);
+NUMAAFF_C_API int numaaff_team_node(int thread, int team_size) NUMAAFF_C_NOEXCEPT;
 
 /* ---- memory ------------------------------------------------------------------------------ */
 
 /** `bytes` on `node` (16-byte aligned at least; page-aligned above 32 KiB). Free with
  *  numaaff_free. NULL and errno (EINVAL, ENOMEM, or the failing call's) on failure. */
-NUMAAFF_C_API void* numaaff_alloc_onnode(size_t bytes, int node);
+NUMAAFF_C_API void* numaaff_alloc_onnode(size_t bytes, int node) NUMAAFF_C_NOEXCEPT;
 /** `bytes` on the calling thread's homenode. */
-NUMAAFF_C_API void* numaaff_alloc_local(size_t bytes);
+NUMAAFF_C_API void* numaaff_alloc_local(size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** `bytes` spread over the nodes (NUMAAFF_INTERLEAVE_NODES, else all): page by page above
  *  32 KiB, whole blocks round-robin below. */
-NUMAAFF_C_API void* numaaff_alloc_interleaved(size_t bytes);
+NUMAAFF_C_API void* numaaff_alloc_interleaved(size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** Frees a block of any numaaff_alloc_* function, given the same size. NULL is a no-op. */
-NUMAAFF_C_API void numaaff_free(void* p, size_t bytes);
+NUMAAFF_C_API void numaaff_free(void* p, size_t bytes) NUMAAFF_C_NOEXCEPT;
 
 /** What numaaff_move_to did, page by page. */
 typedef struct numaaff_move_result {
@@ -96,31 +99,31 @@ typedef struct numaaff_move_result {
 
 /** Migrates every populated page of the range to `node`; `result` may be NULL. Per-page
  *  failures are in `result`, not the return value. */
-NUMAAFF_C_API int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result);
+NUMAAFF_C_API int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result) NUMAAFF_C_NOEXCEPT;
 /** Puts each block of the range on its owner's node now, in one batched call (the phase
  *  change of a block-structured code whose new owners are known): block b is the
  *  `block_bytes` at addr + b * block_bytes, `owners[b]` its node; `owner_count` must cover
  *  every block. `result` may be NULL. See numaaff::place_blocks. */
 NUMAAFF_C_API int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int* owners,
-                                       size_t owner_count, numaaff_move_result* result);
+                                       size_t owner_count, numaaff_move_result* result) NUMAAFF_C_NOEXCEPT;
 /** Pages of the range now on `node`, in `*pages` (a raw page-status query). */
-NUMAAFF_C_API int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages);
+NUMAAFF_C_API int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages) NUMAAFF_C_NOEXCEPT;
 /** Pages of the range never touched, in `*pages`. */
-NUMAAFF_C_API int numaaff_pages_unpopulated(const void* addr, size_t bytes, size_t* pages);
+NUMAAFF_C_API int numaaff_pages_unpopulated(const void* addr, size_t bytes, size_t* pages) NUMAAFF_C_NOEXCEPT;
 
 /* ---- next touch -------------------------------------------------------------------------- */
 
 /** Arms the range: each chunk (128 pages) moves to the node of the thread that touches it
  *  next. */
-NUMAAFF_C_API int numaaff_next_touch(void* addr, size_t bytes);
+NUMAAFF_C_API int numaaff_next_touch(void* addr, size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** The same with chunks derived from the application's block size: `block_bytes` rounded to
  *  whole pages, so that a chunk never spans two owners' blocks when blocks are page-aligned. */
-NUMAAFF_C_API int numaaff_next_touch_blocks(void* addr, size_t bytes, size_t block_bytes);
+NUMAAFF_C_API int numaaff_next_touch_blocks(void* addr, size_t bytes, size_t block_bytes) NUMAAFF_C_NOEXCEPT;
 /** Disarms what is still armed in the range (its pages stay where they are). */
-NUMAAFF_C_API int numaaff_disarm(void* addr, size_t bytes);
+NUMAAFF_C_API int numaaff_disarm(void* addr, size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** Opens and migrates now, for the calling thread, every armed chunk of the range (before a
  *  system call such as read() or MPI receive writes into it). */
-NUMAAFF_C_API int numaaff_touch_now(void* addr, size_t bytes);
+NUMAAFF_C_API int numaaff_touch_now(void* addr, size_t bytes) NUMAAFF_C_NOEXCEPT;
 
 /** Process-wide next-touch counters since start (or the last reset). */
 typedef struct numaaff_next_touch_stats {
@@ -132,18 +135,18 @@ typedef struct numaaff_next_touch_stats {
   unsigned long long chunks_released;
   unsigned long long handler_ns;
 } numaaff_next_touch_stats;
-NUMAAFF_C_API int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats);
-NUMAAFF_C_API int numaaff_reset_next_touch_stats(void);
+NUMAAFF_C_API int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats) NUMAAFF_C_NOEXCEPT;
+NUMAAFF_C_API int numaaff_reset_next_touch_stats(void) NUMAAFF_C_NOEXCEPT;
 
 /* ---- report ------------------------------------------------------------------------------ */
 
 /** Writes numaaff's capability report (nodes, whether placement is effective here, THP,
  *  NUMA balancing) as text, NUL-terminated and truncated to `capacity`; `*length` (may be
  *  NULL) gets the full length. */
-NUMAAFF_C_API int numaaff_system_report(char* text, size_t capacity, size_t* length);
+NUMAAFF_C_API int numaaff_system_report(char* text, size_t capacity, size_t* length) NUMAAFF_C_NOEXCEPT;
 
 /** Text for an error value returned by this API. */
-NUMAAFF_C_API const char* numaaff_strerror(int error);
+NUMAAFF_C_API const char* numaaff_strerror(int error) NUMAAFF_C_NOEXCEPT;
 
 #ifdef __cplusplus
 }

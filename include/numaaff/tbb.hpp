@@ -77,13 +77,13 @@ class node_pinning_observer final : public tbb::task_scheduler_observer {
   ~node_pinning_observer() override { observe(false); }
 
   void on_scheduler_entry(bool) override {
-    cpu_set_t previous;
+    detail::cpu_mask_bits previous;
     const bool saved = detail::current_mask(previous);
     saved_masks().push_back({saved, previous});
     (void)detail::pin_to_mask(mask_);  // failure leaves the thread as it was
   }
   void on_scheduler_exit(bool) override {
-    std::vector<std::pair<bool, cpu_set_t>>& stack = saved_masks();
+    std::vector<std::pair<bool, detail::cpu_mask_bits>>& stack = saved_masks();
     if (stack.empty()) return;
     if (stack.back().first) (void)detail::pin_to_mask(stack.back().second);
     stack.pop_back();
@@ -91,11 +91,11 @@ class node_pinning_observer final : public tbb::task_scheduler_observer {
 
  private:
   // A thread can be inside several arenas at once (execute() nested in another arena).
-  static std::vector<std::pair<bool, cpu_set_t>>& saved_masks() {
-    static thread_local std::vector<std::pair<bool, cpu_set_t>> stack;
+  static std::vector<std::pair<bool, detail::cpu_mask_bits>>& saved_masks() {
+    static thread_local std::vector<std::pair<bool, detail::cpu_mask_bits>> stack;
     return stack;
   }
-  cpu_set_t mask_;
+  detail::cpu_mask_bits mask_;
 };
 
 }  // namespace detail

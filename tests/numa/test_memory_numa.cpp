@@ -156,8 +156,11 @@ TEST(MemoryNuma, MoveToOfBlocksInsideAHugePageMovesEachBlockAlone) {
 TEST(MemoryNuma, PlaceBlocksPutsEveryBlockWithItsOwnerWithAndWithoutHugePages) {
   NUMAAFF_REQUIRE_NODES(2);
   const std::vector<int> nodes = sysfs_nodes();
-  const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10;
+  const std::size_t huge = numaaff::detail::huge_page_size();
+  // 72 KiB blocks; and blocks just over a huge page, whose owners meet one page into a huge page.
+  for (const std::size_t block : {std::size_t{72} << 10, huge + 64})
   for (bool thp : {true, false}) {
+    SCOPED_TRACE("block " + std::to_string(block));
     const std::size_t bytes = 2 * huge;
     int start = -1;
     bool formed = false;
@@ -246,7 +249,9 @@ TEST(MemoryNuma, StrictAllocationBeyondANodeFailsCleanly) {
   // A block that fits in MemFree but reaches into the node's watermarks would meet the OOM
   // killer while populating: refused instead.
   const std::size_t free_bytes = numaaff::detail::node_free_bytes(last);
-  const std::size_t reserved = free_bytes - numaaff::detail::node_available_bytes(last);
+  std::size_t available = 0;
+  ASSERT_TRUE(numaaff::detail::node_available_bytes(last, available));
+  const std::size_t reserved = free_bytes - available;
   ASSERT_GE(reserved, 2 * ps) << "the node keeps no reserve: nothing to test";
   EXPECT_THROW((void)numaaff::allocate_on_node(free_bytes - reserved / 2, last, numaaff::alloc_options{true, true}),
                std::bad_alloc);

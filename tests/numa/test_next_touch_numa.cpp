@@ -150,7 +150,8 @@ TEST(NextTouchNuma, AFullTargetNodeLeavesDataIntactAndCountsFailures) {
   fill_on(r, nodes.front());
   const std::uint64_t before = r.checksum(0, r.bytes);
   // Occupy the target node until less than the range fits there.
-  const std::size_t free_bytes = numaaff::detail::node_available_bytes(full);
+  std::size_t free_bytes = 0;
+  ASSERT_TRUE(numaaff::detail::node_available_bytes(full, free_bytes));
   ASSERT_GT(free_bytes, std::size_t{40} << 20);
   const std::size_t hog_bytes = free_bytes - (std::size_t{8} << 20);
   const numaaff::alloc_options strict_now{true, true};

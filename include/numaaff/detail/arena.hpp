@@ -165,28 +165,52 @@ inline std::size_t node_free_bytes(int node) {
 }
 
 /**
- * What a bound allocation can still take from one node, in bytes: MemFree less the node's
- * low watermarks (/proc/zoneinfo), which the kernel keeps for itself; an allocation bound to
- * the node that reaches into them ends in the OOM killer (MemFree alone does not say so: a
- * 256 MiB node can keep 12 MiB back). 0 when unknown.
+ * What an allocation bound to one node can still take from it, in `available`: MemFree less
+ * what the kernel keeps back in each of the node's zones (/proc/zoneinfo): its low watermark,
+ * plus the largest lowmem reserve ("protection") that keeps user pages out of DMA zones,
+ * capped at the zone's free pages. An allocation that reaches into that ends in the OOM killer
+ * (a 256 MiB node can keep 12 MiB back). False when the node's MemFree cannot be read.
  */
-inline std::size_t node_available_bytes(int node) {
+inline bool node_available_bytes(int node, std::size_t& available) {
   const std::size_t free_bytes = node_free_bytes(node);
+  if (free_bytes == 0) return false;
   std::ifstream in("/proc/zoneinfo");
   std::string line;
-  std::size_t reserved_pages = 0;
+  std::size_t reserved_pages = 0, zone_free = 0, zone_keep = 0;
   int current = -1;
+  const auto close_zone = [&] {
+    if (current == node) reserved_pages += zone_keep < zone_free ? zone_keep : zone_free;
+    zone_free = zone_keep = 0;
+  };
   while (std::getline(in, line)) {
     if (line.rfind("Node ", 0) == 0) {
+      close_zone();
       current = std::atoi(line.c_str() + 5);
       continue;
     }
     const std::size_t at = line.find_first_not_of(' ');
-    if (current == node && at != std::string::npos && line.compare(at, 4, "low ") == 0)
-      reserved_pages += static_cast<std::size_t>(std::strtoull(line.c_str() + at + 4, nullptr, 10));
+    if (at == std::string::npos) continue;
+    const char* rest = line.c_str() + at;
+    if (line.compare(at, 11, "pages free ") == 0) {
+      zone_free = static_cast<std::size_t>(std::strtoull(rest + 11, nullptr, 10));
+    } else if (line.compare(at, 4, "low ") == 0) {
+      zone_keep += static_cast<std::size_t>(std::strtoull(rest + 4, nullptr, 10));
+    } else if (line.compare(at, 12, "protection: ") == 0) {
+      std::size_t most = 0;
+      for (const char* p = std::strchr(rest, '('); p != nullptr && *p != '\0' && *p != ')';) {
+        char* next = nullptr;
+        const auto v = static_cast<std::size_t>(std::strtoull(p + 1, &next, 10));
+        if (next == p + 1) break;
+        most = v > most ? v : most;
+        p = next;
+      }
+      zone_keep += most;
+    }
   }
+  close_zone();
   const std::size_t reserved = reserved_pages * page_size();
-  return free_bytes > reserved ? free_bytes - reserved : 0;
+  available = free_bytes > reserved ? free_bytes - reserved : 0;
+  return true;
 }
 
 /// A large block: its own mapping, bound, optionally huge-page aligned and populated.
@@ -203,12 +227,13 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
   // A strict, populated block larger than what the node can still give would end in the OOM
   // killer; refuse it up front instead.
   if (o.populate && o.strict) {
-    std::size_t free_bytes = 0;
+    std::size_t available = 0;
+    bool known = false;
     try {
-      free_bytes = node_available_bytes(node);
+      known = node_available_bytes(node, available);
     } catch (...) {
     }
-    if (free_bytes != 0 && len > free_bytes) {
+    if (known && len > available) {
       ec = std::make_error_code(std::errc::not_enough_memory);
       return nullptr;
     }

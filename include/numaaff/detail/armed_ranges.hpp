@@ -211,6 +211,7 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
       ec = make_error_code(errc::too_many_ranges);
       return;
     }
+    if (chunk > end - begin) chunk = end - begin;  // one chunk; and no overflow below
     const std::size_t count = (end - begin + chunk - 1) / chunk;
     const std::size_t words_bytes = align_up(count * sizeof(std::uint32_t), page_size());
     const auto m = sys_mmap(words_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
@@ -233,8 +234,7 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     slot->armed_left.store(count, std::memory_order_relaxed);
     slot->opened_whole.store(false, std::memory_order_relaxed);
     // Each chunk must migrate alone: no huge page may span two chunks (or the range's edge).
-    for (std::uintptr_t b = begin; b < end; b += chunk) split_huge_page_at(b);
-    split_huge_page_at(end);
+    split_huge_pages_at_chunks(begin, end, chunk);
     registry_live.fetch_add(1, std::memory_order_acq_rel);
     open_epoch.fetch_add(1, std::memory_order_acq_rel);
     slot->state.store(slot_active, std::memory_order_release);  // before protecting: see below
