@@ -7,7 +7,10 @@ build_config() {
     local dir=$1 cxx=$2 std=$3 cc=gcc
     shift 3
     [ "$cxx" = clang++ ] && cc=clang  # the C API's example is built by the same family
-    cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
+    # CC, not -DCMAKE_C_COMPILER: C is enabled after project(), and a reconfigure that sees the
+    # C compiler "changed" (gcc against the cached /usr/bin/gcc) deletes the cache and the -D
+    # options with it.
+    CC=$cc cmake -S "$root" -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER="$cxx" \
         -DCMAKE_CXX_STANDARD="$std" -DCMAKE_CXX_STANDARD_REQUIRED=ON -DCMAKE_CXX_EXTENSIONS=OFF "$@" >/dev/null
     cmake --build "$dir" -j "$jobs"
 }
