@@ -445,8 +445,8 @@ TEST(NextTouchTrust, AChildForkedWhileAnotherThreadInstallsTheHandlerHasItInstal
           });
           while (!arming) {
           }
-          for (volatile int spin = 0; spin < (round % 50) * 400; ++spin) {
-          }
+          for (std::atomic<int> spin{0}; spin.load(std::memory_order_relaxed) < (round % 50) * 400;)
+            spin.fetch_add(1, std::memory_order_relaxed);  // a varying delay before the fork
           const pid_t pid = fork();
           if (pid == 0) {
             alarm(10);
