@@ -42,8 +42,10 @@ sanitize="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit
 # oneTBB loads its tbbbind plugin with RTLD_DEEPBIND, which the sanitizer runtime refuses
 # (google/sanitizers#611): the TBB bridge is tested in the other configurations.
 # The C API and its C example are sanitized too; gfortran's runtime is not clang's, so the
-# Fortran module is built in the other configurations.
-build_config "$b/asan" clang++ 17 -DCMAKE_CXX_FLAGS="$sanitize" -DCMAKE_C_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="$sanitize" \
+# Fortran module is built in the other configurations. C programs linking the sanitized C++
+# library need UBSan's C++ runtime and libstdc++, which the C driver leaves out.
+build_config "$b/asan" clang++ 17 -DCMAKE_CXX_FLAGS="$sanitize" -DCMAKE_C_FLAGS="$sanitize" \
+    -DCMAKE_EXE_LINKER_FLAGS="$sanitize -fsanitize-link-c++-runtime -lstdc++" \
     -DCMAKE_SHARED_LINKER_FLAGS="$sanitize" -DNUMAAFF_BUILD_BENCHMARKS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_TBB=ON -DNUMAAFF_FORTRAN=OFF
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_host_layer "$b/asan"
 
