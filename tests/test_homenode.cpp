@@ -17,19 +17,9 @@
 
 namespace {
 
-std::vector<int> my_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  sched_getaffinity(0, sizeof set, &set);
-  std::vector<int> out;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(static_cast<std::size_t>(c), &set)) out.push_back(c);
-  return out;
-}
-
 TEST(Homenode, PinThisThreadBindsToTheNodesCpusAndSetsTheHomenode) {
   const int node = numaaff_test::sysfs_nodes().front();
-  const std::vector<int> allowed = my_cpus();
+  const std::vector<int> allowed = numaaff_test::thread_cpus();
   std::vector<int> expected;  // the node's CPUs this process may use
   for (int c : numaaff_test::sysfs_cpus_of(node))
     for (int a : allowed)
@@ -40,10 +30,10 @@ TEST(Homenode, PinThisThreadBindsToTheNodesCpusAndSetsTheHomenode) {
     CPU_SET(static_cast<std::size_t>(allowed.front()), &one);
     sched_setaffinity(0, sizeof one, &one);  // narrowed first: pinning must widen it again
     numaaff::pin_this_thread(node);
-    EXPECT_EQ(my_cpus(), expected);
+    EXPECT_EQ(numaaff_test::thread_cpus(), expected);
     EXPECT_EQ(numaaff::this_homenode(), node);
   }).join();
-  EXPECT_EQ(my_cpus(), allowed) << "only the calling thread is bound";
+  EXPECT_EQ(numaaff_test::thread_cpus(), allowed) << "only the calling thread is bound";
 }
 
 TEST(Homenode, CallerMistakesNameTheCall) {

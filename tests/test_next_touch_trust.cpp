@@ -382,6 +382,27 @@ TEST(NextTouchTrust, TheHandlerRunsOnAnEightKiBAlternateSignalStack) {
 
 // ---- 5: fork while other threads arm, disarm and free -------------------------------------
 
+/// Forks a child that arms 1 MiB of its own and touches it (then, with `and_more`, disarms
+/// and allocates through the arenas); the child's wait status. A hang ends in its alarm.
+int forked_child_arms_and_touches(bool and_more) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    alarm(10);
+    char* r = map(1 << 20);
+    numaaff::affinity_on_next_touch(r, 1 << 20);
+    write_to(r + 3 * ps);
+    if (and_more) {
+      numaaff::disarm(r, 1 << 20);
+      std::vector<int, numaaff::node_allocator<int>> small(64, 1, numaaff::node_allocator<int>(0));
+      std::vector<char, numaaff::node_allocator<char>> large(1 << 20, 1, numaaff::node_allocator<char>(0));
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return status;
+}
+
 TEST(NextTouchTrust, ChildrenForkedWhileOtherThreadsArmDisarmAndFreeNeverHang) {
   const outcome o = in_child(
       [] {
@@ -400,19 +421,7 @@ TEST(NextTouchTrust, ChildrenForkedWhileOtherThreadsArmDisarmAndFreeNeverHang) {
         int failures = 0;
         std::string how;
         for (int i = 0; i < 200; ++i) {
-          const pid_t pid = fork();
-          if (pid == 0) {
-            alarm(10);
-            char* r = map(1 << 20);
-            numaaff::affinity_on_next_touch(r, 1 << 20);
-            write_to(r + 3 * ps);
-            numaaff::disarm(r, 1 << 20);
-            std::vector<int, numaaff::node_allocator<int>> small(64, 1, numaaff::node_allocator<int>(0));
-            std::vector<char, numaaff::node_allocator<char>> large(1 << 20, 1, numaaff::node_allocator<char>(0));
-            _exit(0);
-          }
-          int status = 0;
-          waitpid(pid, &status, 0);
+          const int status = forked_child_arms_and_touches(true);
           if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
             if (++failures == 1)
               how = WIFEXITED(status) ? " (first: exit " + std::to_string(WEXITSTATUS(status)) + ")"
@@ -447,16 +456,7 @@ TEST(NextTouchTrust, AChildForkedWhileAnotherThreadInstallsTheHandlerHasItInstal
           }
           for (std::atomic<int> spin{0}; spin.load(std::memory_order_relaxed) < (round % 50) * 400;)
             spin.fetch_add(1, std::memory_order_relaxed);  // a varying delay before the fork
-          const pid_t pid = fork();
-          if (pid == 0) {
-            alarm(10);
-            char* r = map(1 << 20);
-            numaaff::affinity_on_next_touch(r, 1 << 20);
-            write_to(r + 3 * ps);
-            _exit(0);
-          }
-          int status = 0;
-          waitpid(pid, &status, 0);
+          const int status = forked_child_arms_and_touches(false);
           installer.join();
           report(WIFEXITED(status) && WEXITSTATUS(status) == 0 ? "ok" : "crashed");
         },

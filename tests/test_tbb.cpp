@@ -3,6 +3,8 @@
 // their node's CPUs, checked with sched_getaffinity.
 #include <numaaff/tbb.hpp>
 
+#include "common/placement_check.hpp"
+
 #include <gtest/gtest.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <sched.h>
@@ -18,13 +20,8 @@ namespace {
 using numaaff::node_id;
 
 std::set<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  sched_getaffinity(0, sizeof set, &set);
-  std::set<int> out;
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(static_cast<std::size_t>(c), &set)) out.insert(c);
-  return out;
+  const std::vector<int> cpus = numaaff_test::thread_cpus();
+  return {cpus.begin(), cpus.end()};
 }
 
 std::set<int> cpus_of(node_id n) {

@@ -111,6 +111,17 @@ inline int sysfs_node_of_cpu(int cpu) {
   return -1;
 }
 
+/// The CPUs the calling thread is bound to now, ascending (the kernel's answer).
+inline std::vector<int> thread_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  sched_getaffinity(0, sizeof set, &set);
+  std::vector<int> out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(static_cast<std::size_t>(c), &set)) out.push_back(c);
+  return out;
+}
+
 /// The distance row of `node` per sysfs.
 inline std::vector<int> sysfs_distances(int node) {
   std::ifstream in("/sys/devices/system/node/node" + std::to_string(node) + "/distance");
