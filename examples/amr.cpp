@@ -16,11 +16,17 @@
 //                neighbours' edges, touches them first, as a halo exchange would)
 //   place_blocks the main thread puts every block with its new owner in one call
 //                (numaaff::place_blocks): no owner-touch loop needed
+//   place_on_touch the same lazily (numaaff::place_blocks_on_next_touch): the grid is armed
+//                and whoever touches a chunk first (an owner, or a neighbour reading its
+//                edge) moves each of its pages to its block's owner
 // --thp on|off|system: transparent huge pages for the grid (madvise), or the system's default.
+// --nt-chunk array|default|adaptive|PAGES: next_touch arms the changed blocks with one array per
+// chunk (array, the default), or the whole grid in one call with the library's default chunk,
+// adaptive claims, or chunks of PAGES pages (the chunk sweep in benchmarks/README.md).
 // Runtimes: OpenMP (a team bound by numaaff::openmp) and the numaaff pool, one owner per thread.
 // --csv prints `amr,runtime,strategy,phase,moved,before,after,seconds` rows instead (for
-// benchmarks/plot.sh). --check exits 1 if move_to, next_touch (with the owner-touch loop) or
-// place_blocks end a phase below 99% local on a multi-node machine.
+// benchmarks/plot.sh). --check exits 1 if move_to, next_touch (with the owner-touch loop),
+// place_blocks or place_on_touch end a phase below 99% local on a multi-node machine.
 // On one node everything is local: run it in the VM, tests/vm/numaaff-vm -- build/.../amr.
 #include "cli.hpp"
 
@@ -53,6 +59,9 @@ struct settings {
   std::size_t phases = 4;
   std::string thp = "off";   // on, off, system
   bool owner_touch = true;  // next_touch: owners touch their blocks before the first step
+  // next_touch chunks: "array" (the changed blocks, one array per chunk), or the whole grid in
+  // one call with the default chunk, adaptive claims, or chunks of this many pages.
+  std::string nt_chunk = "array";
 };
 
 // Runs body(owner) for every owner at once and returns when all are done.
@@ -199,12 +208,23 @@ std::vector<phase_result> run_strategy(const std::string& strategy, const settin
       if (strategy == "place_blocks") {
         numaaff::place_blocks(g.data(), g.count() * g.block_bytes(), g.block_bytes(),
                               [&](std::size_t b) { return owner_node[owner[b]]; });
+      } else if (strategy == "place_on_touch") {
+        std::vector<node_id> new_nodes(g.count());
+        for (std::size_t b = 0; b < g.count(); ++b) new_nodes[b] = owner_node[owner[b]];
+        numaaff::place_blocks_on_next_touch(g.data(), g.count() * g.block_bytes(), g.block_bytes(), new_nodes);
       } else if (strategy == "move_to") {
         for (std::size_t b : changed) numaaff::move_to(g.block(b), g.block_bytes(), owner_node[owner[b]]);
       } else if (strategy == "next_touch") {
         numaaff::next_touch_options o;
-        o.chunk_bytes = g.array_bytes();  // chunks never straddle blocks of different owners
-        for (std::size_t b : changed) numaaff::affinity_on_next_touch(g.block(b), g.block_bytes(), o);
+        if (s.nt_chunk == "array") {
+          o.chunk_bytes = g.array_bytes();  // chunks never straddle blocks of different owners
+          for (std::size_t b : changed) numaaff::affinity_on_next_touch(g.block(b), g.block_bytes(), o);
+        } else {
+          o.adaptive = s.nt_chunk == "adaptive";
+          if (s.nt_chunk != "default" && !o.adaptive)
+            o.chunk_bytes = std::stoul(s.nt_chunk) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+          numaaff::affinity_on_next_touch(g.data(), g.count() * g.block_bytes(), o);
+        }
         // Owners touch their own blocks before anyone reads a neighbour's edge.
         if (s.owner_touch) team([&](std::size_t o2) {
           for (std::size_t b = 0; b < g.count(); ++b)
@@ -235,7 +255,8 @@ std::vector<phase_result> run_strategy(const std::string& strategy, const settin
 // its owner-touch loop (without it the first toucher is whoever reads the halo first, which
 // is the point of the comparison).
 bool judged(const std::string& strategy, const settings& s) {
-  return strategy == "move_to" || strategy == "place_blocks" || (strategy == "next_touch" && s.owner_touch);
+  return strategy == "move_to" || strategy == "place_blocks" || strategy == "place_on_touch" ||
+         (strategy == "next_touch" && s.owner_touch);
 }
 
 // Runs every strategy on one runtime and prints the table; false if a judged strategy ended a
@@ -244,7 +265,7 @@ bool run_runtime(const std::string& name, const settings& s, const std::string& 
                  const std::vector<node_id>& owner_node, bool csv) {
   std::vector<std::string> names;
   std::vector<std::vector<phase_result>> results;
-  for (const char* st : {"first_touch", "interleave", "move_to", "next_touch", "place_blocks"}) {
+  for (const char* st : {"first_touch", "interleave", "move_to", "next_touch", "place_blocks", "place_on_touch"}) {
     if (only != "all" && only != st) continue;
     names.push_back(st);
     results.push_back(run_strategy(st, s, team, owner_node));
@@ -281,12 +302,15 @@ bool run_runtime(const std::string& name, const settings& s, const std::string& 
 
 int main(int argc, char** argv) {
   example_cli::args a(argc, argv,
-                      "[--runtime omp|pool|both] [--strategy first_touch|interleave|move_to|next_touch|place_blocks|all] "
+                      "[--runtime omp|pool|both] [--strategy first_touch|interleave|move_to|next_touch|place_blocks|"
+                      "place_on_touch|all] "
                       "[--blocks N] [--cells C] [--steps K] [--phases P] [--thp on|off|system] [--no-owner-touch] "
+                      "[--nt-chunk array|default|adaptive|PAGES] "
                       "[--check] [--csv]");
   const std::string runtime = a.choice("runtime", "both", {"omp", "pool", "both"});
   const std::string strategy =
-      a.choice("strategy", "all", {"first_touch", "interleave", "move_to", "next_touch", "place_blocks", "all"});
+      a.choice("strategy", "all",
+               {"first_touch", "interleave", "move_to", "next_touch", "place_blocks", "place_on_touch", "all"});
   settings s;
   s.blocks = a.size("blocks", 16, 2, 256);
   s.cells = a.size("cells", 128, 8, 4096);
@@ -294,6 +318,12 @@ int main(int argc, char** argv) {
   s.phases = a.size("phases", 4, 1, 1000);
   s.thp = a.choice("thp", "off", {"on", "off", "system"});
   s.owner_touch = !a.flag("no-owner-touch");
+  s.nt_chunk = a.text("nt-chunk", "array");
+  if (s.nt_chunk != "array" && s.nt_chunk != "default" &&
+      s.nt_chunk != "adaptive" &&
+      (s.nt_chunk.find_first_not_of("0123456789") != std::string::npos || s.nt_chunk.size() > 6 ||
+       std::stoul(s.nt_chunk) == 0))
+    a.fail("--nt-chunk takes array, default, adaptive or a number of pages (1..999999), not '" + s.nt_chunk + "'");
   const bool check = a.flag("check");
   const bool csv = a.flag("csv");
   a.done();
@@ -330,7 +360,7 @@ int main(int argc, char** argv) {
 #endif
     }
     if (check && report.placement_effective() && !ok) {
-      std::printf("check: move_to, next_touch or place_blocks ended a phase below 99%% local\n");
+      std::printf("check: move_to, next_touch, place_blocks or place_on_touch ended a phase below 99%% local\n");
       return 1;
     }
     return 0;

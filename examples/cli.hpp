@@ -31,6 +31,13 @@ class args {
     std::exit(2);
   }
 
+  /// The value of `--name VALUE` (removed), or `fallback`.
+  std::string text(const char* name, const char* fallback) {
+    std::string v = fallback;
+    value(name, v);
+    return v;
+  }
+
   /// `--name` present (and removed).
   bool flag(const char* name) {
     for (auto it = rest_.begin(); it != rest_.end(); ++it) {

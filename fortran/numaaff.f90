@@ -13,21 +13,41 @@ module numaaff
   use, intrinsic :: iso_c_binding
   implicit none
   private
-  public :: numaaff_move_result
-  public :: numaaff_node_count, numaaff_current_node, numaaff_distance
+  public :: numaaff_move_result, numaaff_next_touch_stats
+  public :: numaaff_node_count, numaaff_nodes, numaaff_current_node, numaaff_distance, numaaff_cpus_of
   public :: numaaff_pin_thread, numaaff_set_homenode, numaaff_homenode, numaaff_team_node
   public :: numaaff_alloc_onnode, numaaff_alloc_local, numaaff_alloc_interleaved, numaaff_free
   public :: numaaff_move_to, numaaff_place_blocks, numaaff_pages_on, numaaff_pages_unpopulated
-  public :: numaaff_next_touch, numaaff_next_touch_blocks, numaaff_disarm, numaaff_touch_now
+  public :: numaaff_next_touch, numaaff_next_touch_blocks, numaaff_place_blocks_on_next_touch
+  public :: numaaff_disarm, numaaff_touch_now, numaaff_get_next_touch_stats, numaaff_reset_next_touch_stats
+  public :: numaaff_system_report, numaaff_strerror, numaaff_page_bytes
 
   type, bind(C) :: numaaff_move_result
     integer(c_size_t) :: total, moved, already_there, unpopulated, failed, carried
     integer(c_int) :: first_error
   end type numaaff_move_result
 
+  type, bind(C) :: numaaff_next_touch_stats
+    integer(c_long_long) :: faults, chunks_migrated, pages_moved, pages_failed, pages_unpopulated
+    integer(c_long_long) :: chunks_released, handler_ns
+  end type numaaff_next_touch_stats
+
   interface
     integer(c_int) function numaaff_node_count() bind(C, name="numaaff_node_count")
       import :: c_int
+    end function
+    integer(c_int) function numaaff_nodes(nodes, capacity, count) bind(C, name="numaaff_nodes")
+      import :: c_int, c_size_t
+      integer(c_int), intent(out) :: nodes(*)
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: count
+    end function
+    integer(c_int) function numaaff_cpus_of(node, cpus, capacity, count) bind(C, name="numaaff_cpus_of")
+      import :: c_int, c_size_t
+      integer(c_int), value :: node
+      integer(c_int), intent(out) :: cpus(*)
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: count
     end function
     integer(c_int) function numaaff_current_node() bind(C, name="numaaff_current_node")
       import :: c_int
@@ -112,6 +132,13 @@ module numaaff
       type(c_ptr), value :: addr
       integer(c_size_t), value :: bytes, block_bytes
     end function
+    integer(c_int) function numaaff_place_blocks_on_next_touch(addr, bytes, block_bytes, owners, owner_count) &
+        bind(C, name="numaaff_place_blocks_on_next_touch")
+      import :: c_ptr, c_size_t, c_int
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes, block_bytes, owner_count
+      integer(c_int), intent(in) :: owners(*)
+    end function
     integer(c_int) function numaaff_disarm(addr, bytes) bind(C, name="numaaff_disarm")
       import :: c_ptr, c_size_t, c_int
       type(c_ptr), value :: addr
@@ -122,5 +149,73 @@ module numaaff
       type(c_ptr), value :: addr
       integer(c_size_t), value :: bytes
     end function
+    integer(c_int) function numaaff_get_next_touch_stats(stats) bind(C, name="numaaff_get_next_touch_stats")
+      import :: c_int, numaaff_next_touch_stats
+      type(numaaff_next_touch_stats), intent(out) :: stats
+    end function
+    integer(c_int) function numaaff_reset_next_touch_stats() bind(C, name="numaaff_reset_next_touch_stats")
+      import :: c_int
+    end function
+
+    integer(c_int) function numaaff_system_report_c(text, capacity, length) bind(C, name="numaaff_system_report")
+      import :: c_int, c_size_t, c_char
+      character(kind=c_char), intent(out) :: text(*)
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: length
+    end function
+    type(c_ptr) function numaaff_strerror_c(error) bind(C, name="numaaff_strerror")
+      import :: c_ptr, c_int
+      integer(c_int), value :: error
+    end function
+    integer(c_long) function sysconf_c(name) bind(C, name="sysconf")
+      import :: c_long, c_int
+      integer(c_int), value :: name
+    end function
   end interface
+
+contains
+
+  ! The capability report as a Fortran string (allocated to its length).
+  function numaaff_system_report() result(text)
+    character(len=:), allocatable :: text
+    character(kind=c_char), allocatable :: buffer(:)
+    integer(c_size_t) :: length
+    integer(c_int) :: ierr
+    integer :: i
+    allocate(buffer(1))
+    ierr = numaaff_system_report_c(buffer, 1_c_size_t, length)
+    deallocate(buffer)
+    allocate(buffer(length + 1))
+    ierr = numaaff_system_report_c(buffer, length + 1, length)
+    if (ierr /= 0) length = 0
+    allocate(character(len=length) :: text)
+    do i = 1, int(length)
+      text(i:i) = buffer(i)
+    end do
+  end function
+
+  ! The text of an error value returned by this module.
+  function numaaff_strerror(error) result(text)
+    integer(c_int), intent(in) :: error
+    character(len=:), allocatable :: text
+    character(kind=c_char), pointer :: chars(:)
+    type(c_ptr) :: p
+    integer :: n
+    p = numaaff_strerror_c(error)
+    n = 0
+    if (c_associated(p)) then
+      call c_f_pointer(p, chars, [4096])
+      do while (chars(n + 1) /= c_null_char)
+        n = n + 1
+      end do
+    end if
+    allocate(character(len=n) :: text)
+    if (n > 0) text = transfer(chars(1:n), text)
+  end function
+
+  ! The page size in bytes (the unit of placement): blocks meant to move alone are multiples of it.
+  integer(c_size_t) function numaaff_page_bytes()
+    integer(c_int), parameter :: sc_pagesize = 30  ! _SC_PAGESIZE on Linux
+    numaaff_page_bytes = int(sysconf_c(sc_pagesize), c_size_t)
+  end function
 end module numaaff

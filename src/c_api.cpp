@@ -161,14 +161,24 @@ int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* res
   return from_code(ec);
 }
 
-int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int* owners, size_t owner_count,
-                         numaaff_move_result* result) noexcept {
-  if (result != nullptr) *result = numaaff_move_result{};
+namespace {
+
+/// The owners of every block, copied once their count is known to cover the range (0), or an errno.
+int copy_owners(std::size_t bytes, std::size_t block_bytes, const int* owners, std::size_t owner_count,
+                std::vector<int>& v) noexcept {
   if (block_bytes == 0 || (owners == nullptr && owner_count != 0)) return EINVAL;
   const std::size_t blocks = bytes / block_bytes + (bytes % block_bytes != 0 ? 1 : 0);
   if (owner_count < blocks) return EINVAL;
+  return guarded([&] { v.assign(owners, owners + blocks); });
+}
+
+}  // namespace
+
+int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int* owners, size_t owner_count,
+                         numaaff_move_result* result) noexcept {
+  if (result != nullptr) *result = numaaff_move_result{};
   std::vector<int> v;
-  if (const int e = guarded([&] { v.assign(owners, owners + blocks); }); e != 0) return e;
+  if (const int e = copy_owners(bytes, block_bytes, owners, owner_count, v); e != 0) return e;
   std::error_code ec;
   const numaaff::move_result r = numaaff::place_blocks(addr, bytes, block_bytes, v, ec);
   if (result != nullptr)
@@ -203,6 +213,15 @@ int numaaff_next_touch_blocks(void* addr, size_t bytes, size_t block_bytes) noex
   if (const int e = guarded([&] { o = numaaff::next_touch_options::for_blocks(block_bytes); }); e != 0) return e;
   std::error_code ec;
   numaaff::affinity_on_next_touch(addr, bytes, o, ec);
+  return from_code(ec);
+}
+
+int numaaff_place_blocks_on_next_touch(void* addr, size_t bytes, size_t block_bytes, const int* owners,
+                                       size_t owner_count) noexcept {
+  std::vector<int> v;
+  if (const int e = copy_owners(bytes, block_bytes, owners, owner_count, v); e != 0) return e;
+  std::error_code ec;
+  numaaff::place_blocks_on_next_touch(addr, bytes, block_bytes, v, numaaff::next_touch_options{}, ec);
   return from_code(ec);
 }
 

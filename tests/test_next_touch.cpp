@@ -444,6 +444,63 @@ TEST(NextTouch, ArmingSplitsHugePagesAtChunkBoundariesSoEachChunkMovesAlone) {
   EXPECT_EQ(numaaff_test::smaps_kb(q, "AnonHugePages") * 1024, static_cast<long>(2 * huge));
 }
 
+// Owner mode on one node: every path runs (a toucher that is not the owner, a chunk that
+// spans several blocks, touch_now) and each page's target, node 0, is where it ends.
+TEST(NextTouch, PlaceBlocksOnNextTouchOpensEveryChunkForWhoeverTouchesIt) {
+  region r(8 << 20);
+  r.fill();
+  const int node = numaaff_test::sysfs_nodes().front();
+  const std::size_t block = (72 << 10) + 24;  // not page-aligned: pages shared by two blocks
+  const std::vector<numaaff::node_id> owners((r.bytes + block - 1) / block, node);
+  numaaff::reset_next_touch_stats();
+  numaaff::place_blocks_on_next_touch(r.p, r.bytes, block, owners);
+  EXPECT_TRUE(numaaff::is_armed(r.p, r.bytes));
+  std::thread halo([&] {  // reads the first half, as a neighbour's halo exchange would
+    volatile char sink = 0;
+    for (std::size_t i = 0; i < r.bytes / 2; i += ps) sink = static_cast<char>(sink + r.p[i]);
+  });
+  halo.join();
+  numaaff::touch_now(r.p + r.bytes / 2, r.bytes / 2);
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
+  EXPECT_TRUE(r.intact());
+  const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
+  EXPECT_EQ(s.chunks_migrated, r.bytes / (numaaff::default_next_touch_pages * ps));
+  EXPECT_EQ(sandboxed ? s.pages_failed : s.pages_moved, r.bytes / ps);
+  EXPECT_EQ(numaaff_test::query_pages(r.p, r.bytes).on(node), r.bytes / ps);
+}
+
+TEST(NextTouch, PlaceBlocksOnNextTouchCallerErrors) {
+  region r(4 * ps);
+  const int node = numaaff_test::sysfs_nodes().front();
+  const std::vector<numaaff::node_id> two(2, node);
+  auto message_of = [](auto&& call) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no exception");
+  };
+  EXPECT_NE(message_of([&] { numaaff::place_blocks_on_next_touch(r.p, r.bytes, ps, two); }).find("owners"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] { numaaff::place_blocks_on_next_touch(r.p, r.bytes, 0, two); }).find("block_bytes"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              numaaff::place_blocks_on_next_touch(r.p, r.bytes, 2 * ps, std::vector<numaaff::node_id>{node, 4096});
+            }).find("block 1"),
+            std::string::npos);
+  numaaff::next_touch_options o;
+  o.chunk_bytes = ps + 1;
+  EXPECT_NE(message_of([&] { numaaff::place_blocks_on_next_touch(r.p, r.bytes, 2 * ps, two, o); }).find("chunk_bytes"),
+            std::string::npos);
+  EXPECT_THROW(numaaff::place_blocks_on_next_touch(nullptr, 1, ps, two), std::invalid_argument);
+  std::error_code ec;
+  numaaff::place_blocks_on_next_touch(r.p, r.bytes, ps, two, {}, ec);
+  EXPECT_EQ(ec, std::errc::invalid_argument);
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
+  r.p[0] = 1;  // still plain memory
+}
+
 TEST(NextTouch, ForBlocksRoundsToPages) {
   EXPECT_EQ(numaaff::next_touch_options::for_blocks(72 << 10).chunk_bytes, std::size_t{72} << 10);
   EXPECT_EQ(numaaff::next_touch_options::for_blocks(1).chunk_bytes, ps);

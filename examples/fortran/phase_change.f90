@@ -21,8 +21,7 @@ program phase_change_f
     end function
   end interface
 
-  integer(c_size_t), parameter :: page = 4096
-  integer(c_size_t) :: bytes, n, i, per_thread, pages, p, t
+  integer(c_size_t) :: bytes, n, i, per_thread, pages, p, t, page
   integer :: mib, team, ierr, me, placed
   character(len=32) :: arg
   real(c_double), pointer :: a(:)
@@ -70,6 +69,7 @@ program phase_change_f
   !$omp end parallel
   ierr = numaaff_disarm(base, bytes)
 
+  page = numaaff_page_bytes()
   pages = bytes / page
   allocate (addr(pages), status(pages))
   do p = 1, pages

@@ -787,6 +787,21 @@ inline std::string owners_error(std::size_t bytes, std::size_t block_bytes, cons
   return "";
 }
 
+/// The owner of the page at `page`: that of the block holding its first byte in the range
+/// starting at `base` (a page shared by two blocks goes with the first).
+inline node_id page_owner(std::uintptr_t base, std::size_t block_bytes, const std::vector<node_id>& owners,
+                          std::uintptr_t page) noexcept {
+  return owners[((page > base ? page : base) - base) / block_bytes];
+}
+
+/// Splits every huge page in which two owners' blocks meet, so that each block migrates alone.
+inline void split_where_owners_meet(std::uintptr_t base, std::size_t bytes, std::size_t block_bytes,
+                                    const std::vector<node_id>& owners) noexcept {
+  const std::size_t blocks = block_count(bytes, block_bytes);
+  for (std::size_t b = 1; b < blocks; ++b)
+    if (owners[b] != owners[b - 1]) split_huge_page_at(align_up(base + b * block_bytes, page_size()));
+}
+
 }  // namespace detail
 
 inline move_result place_blocks(void* addr, std::size_t bytes, std::size_t block_bytes,
@@ -800,16 +815,11 @@ inline move_result place_blocks(void* addr, std::size_t bytes, std::size_t block
       return r;
     }
     const auto base = reinterpret_cast<std::uintptr_t>(addr);
-    const std::size_t ps = detail::page_size(), blocks = detail::block_count(bytes, block_bytes);
-    const auto split = [&] {  // wherever two owners' blocks meet inside a huge page
-      for (std::size_t b = 1; b < blocks; ++b)
-        if (owners[b] != owners[b - 1]) detail::split_huge_page_at(detail::align_up(base + b * block_bytes, ps));
-    };
+    const std::size_t ps = detail::page_size();
+    const auto split = [&] { detail::split_where_owners_meet(base, bytes, block_bytes, owners); };
     const auto targets = [&](std::size_t first, std::size_t n, std::vector<int>& want) {
-      for (std::size_t i = 0; i < n; ++i) {
-        const std::uintptr_t page = span.first + (first + i) * ps;
-        want[i] = owners[((page > base ? page : base) - base) / block_bytes];
-      }
+      for (std::size_t i = 0; i < n; ++i)
+        want[i] = detail::page_owner(base, block_bytes, owners, span.first + (first + i) * ps);
     };
     r = detail::move_span(span, split, targets, ec);
   } catch (const std::bad_alloc&) {

@@ -61,9 +61,13 @@
  * when the new owners are not known, wrong when, say, a halo exchange reads the neighbours'
  * blocks before their owners touch them. When the owners are known (an OpenMP plan, a pool
  * partition, a load balancer's map), `place_blocks(range, block_bytes, owners)` (memory.hpp)
- * puts every block with its owner in one batched call. With next touch, make chunks no larger
- * than the blocks (`next_touch_options::for_blocks(block_bytes)`): a 512 KiB default chunk
- * over 72 KiB blocks goes whole to the first of its seven owners to touch it.
+ * puts every block with its owner now, in one batched call, and `place_blocks_on_next_touch`
+ * (below) does the same lazily, whoever touches first. With plain next touch, make chunks no
+ * larger than the blocks (`next_touch_options::for_blocks(block_bytes)`): a 512 KiB default
+ * chunk over 72 KiB blocks goes whole to the first of its seven owners to touch it. No chunk
+ * size repairs a wrong first toucher: in examples/amr without an owner-touch loop, chunks of
+ * 4 to 128 pages ended phases at 48-91% local, the owner-aware calls at 100%
+ * (benchmarks/README.md).
  * - fork(): the child inherits armed ranges and handles its own first touches; arming,
  *   disarming and freeing in other threads never leave the child a locked or half-done
  *   registry (the locks are held around fork, and numaaff's process-wide tables are built
@@ -92,6 +96,7 @@
 #include <limits>
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace numaaff {
 
@@ -144,6 +149,39 @@ void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_opti
                             std::error_code& ec) noexcept;
 
 /**
+ * place_blocks, lazily: arms the range as affinity_on_next_touch does, but the first touch of
+ * a chunk, by whichever thread, moves each of its pages to the owner of its block instead of
+ * to the toucher. Blocks and owners as in place_blocks (memory.hpp): block b is the
+ * `block_bytes` at `addr + b * block_bytes`, `owners[b]` its node, a page shared by two blocks
+ * goes with the one holding its first byte in the range.
+ *
+ * Which to call at a phase change whose new owners are known: place_blocks moves everything
+ * now, in the calling thread; this spreads the same migration over the threads that touch the
+ * data first, when they touch it (a halo exchange that reads a neighbour's block first sends
+ * it to its owner, not to itself), and never moves a block nobody touches. Placement does not
+ * depend on the chunk size here (every page has its own target): larger chunks mean fewer
+ * faults. Huge pages are split wherever two owners' blocks share one. Pages never touched
+ * before arming have nothing to move and are placed by their first toucher, as with
+ * place_blocks. `options.target` does not apply; chunk size and adaptive claims do. disarm
+ * opens without moving, touch_now moves to the owners.
+ *
+ * Thread-safety, blocking and errors as affinity_on_next_touch; allocates two bytes per page.
+ * @throws std::invalid_argument as place_blocks (bad range, `block_bytes == 0`, too few
+ *         owners, an owner that is not a kernel node) or for a bad chunk size.
+ * @code{.cpp}
+ * balance(mesh);  // new owners: owner_node[b] for each block
+ * numaaff::place_blocks_on_next_touch(mesh.data(), mesh.bytes(), block_bytes, owner_node);
+ * exchange_halos(mesh);  // neighbours' first reads move blocks to their owners
+ * @endcode
+ * @note One node: the whole path runs; pages stay where they are.
+ */
+void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_t block_bytes,
+                                const std::vector<node_id>& owners, const next_touch_options& options = {});
+void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_t block_bytes,
+                                const std::vector<node_id>& owners, const next_touch_options& options,
+                                std::error_code& ec) noexcept;
+
+/**
  * Opens every still-armed chunk overlapping the range, without migrating it. Chunks are opened
  * whole, so a chunk straddling the range's edge is opened entirely. Thread-safe; never throws
  * for a range that was never armed (a no-op).
@@ -178,7 +216,7 @@ bool is_armed(const void* addr, std::size_t bytes) noexcept;
 struct next_touch_statistics {
   std::uint64_t faults = 0;             ///< faults on armed ranges handled
   std::uint64_t chunks_migrated = 0;    ///< chunks opened and migrated by a toucher
-  std::uint64_t pages_moved = 0;        ///< pages on the toucher's node after its migration call
+  std::uint64_t pages_moved = 0;        ///< pages on their target node (the toucher's, or the owner's) after migration
   std::uint64_t pages_failed = 0;       ///< pages that could not be moved (busy, node full, EPERM)
   std::uint64_t pages_unpopulated = 0;  ///< never-touched pages found in migrated chunks
   std::uint64_t widenings = 0;          ///< chunks widened because mprotect ran out of mappings
@@ -230,6 +268,16 @@ inline bool valid_chunk(std::size_t chunk) noexcept { return chunk != 0 && chunk
 inline std::size_t effective_chunk(const next_touch_options& o) noexcept {
   return o.chunk_bytes == 0 ? default_next_touch_pages * page_size() : o.chunk_bytes;
 }
+inline void require_chunk(const char* call, std::size_t chunk) {
+  if (!valid_chunk(chunk))
+    throw_invalid_argument(std::string(call) + ": chunk_bytes " + std::to_string(chunk) +
+                           " is not a non-zero multiple of the page size (" + std::to_string(page_size()) + ")");
+}
+/// Arming failed: the registry is full, or a system call failed (which one, the handler's state says).
+[[noreturn]] inline void throw_arm_error(const std::error_code& ec) {
+  if (ec == errc::too_many_ranges) throw_system_error(ec, "affinity_on_next_touch");
+  throw_system_error(ec, segv_handler_installed.load() ? "mprotect" : "sigaction");
+}
 
 }  // namespace detail
 
@@ -245,7 +293,33 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_tou
   detail::arm_range(span.first, span.first + span.bytes(), detail::effective_chunk(options),
                     options.target == next_touch_target::toucher_homenode ? detail::touch_target::homenode
                                                                           : detail::touch_target::current_node,
-                    options.adaptive, options.max_adaptive_chunks, ec);
+                    options.adaptive, options.max_adaptive_chunks, nullptr, ec);
+}
+
+inline void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_t block_bytes,
+                                       const std::vector<node_id>& owners, const next_touch_options& options,
+                                       std::error_code& ec) noexcept {
+  ec.clear();
+  detail::page_span span;
+  try {
+    if (!detail::make_span(addr, bytes, span) || !detail::valid_chunk(detail::effective_chunk(options)) ||
+        !detail::owners_error(bytes, block_bytes, owners).empty()) {
+      ec = std::make_error_code(std::errc::invalid_argument);
+      return;
+    }
+    if (span.pages == 0) return;
+    const auto base = reinterpret_cast<std::uintptr_t>(addr);
+    std::vector<std::uint16_t> page_nodes(span.pages);
+    for (std::size_t i = 0; i < span.pages; ++i)
+      page_nodes[i] = static_cast<std::uint16_t>(
+          detail::page_owner(base, block_bytes, owners, span.first + i * detail::page_size()));
+    detail::split_where_owners_meet(base, bytes, block_bytes, owners);
+    detail::arm_range(span.first, span.first + span.bytes(), detail::effective_chunk(options),
+                      detail::touch_target::current_node, options.adaptive, options.max_adaptive_chunks,
+                      page_nodes.data(), ec);
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
 }
 
 inline void affinity_on_next_touch(void* addr, std::size_t bytes, std::error_code& ec) noexcept {
@@ -254,21 +328,25 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes, std::error_cod
 
 inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_options& options) {
   detail::require_range("affinity_on_next_touch", addr, bytes);
-  const std::size_t chunk = detail::effective_chunk(options);
-  if (!detail::valid_chunk(chunk)) {
-    detail::throw_invalid_argument("affinity_on_next_touch: chunk_bytes " + std::to_string(chunk) +
-                                   " is not a non-zero multiple of the page size (" +
-                                   std::to_string(detail::page_size()) + ")");
-  }
+  detail::require_chunk("affinity_on_next_touch", detail::effective_chunk(options));
   std::error_code ec;
   affinity_on_next_touch(addr, bytes, options, ec);
-  if (!ec) return;
-  if (ec == errc::too_many_ranges) detail::throw_system_error(ec, "affinity_on_next_touch");
-  detail::throw_system_error(ec, detail::segv_handler_installed.load() ? "mprotect" : "sigaction");
+  if (ec) detail::throw_arm_error(ec);
 }
 
 inline void affinity_on_next_touch(void* addr, std::size_t bytes) {
   affinity_on_next_touch(addr, bytes, next_touch_options{});
+}
+
+inline void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_t block_bytes,
+                                       const std::vector<node_id>& owners, const next_touch_options& options) {
+  detail::require_range("place_blocks_on_next_touch", addr, bytes);
+  const std::string why = detail::owners_error(bytes, block_bytes, owners);
+  if (!why.empty()) detail::throw_invalid_argument("place_blocks_on_next_touch: " + why);
+  detail::require_chunk("place_blocks_on_next_touch", detail::effective_chunk(options));
+  std::error_code ec;
+  place_blocks_on_next_touch(addr, bytes, block_bytes, owners, options, ec);
+  if (ec) detail::throw_arm_error(ec);
 }
 
 inline void disarm(void* addr, std::size_t bytes, std::error_code& ec) noexcept {

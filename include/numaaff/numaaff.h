@@ -119,6 +119,11 @@ NUMAAFF_C_API int numaaff_next_touch(void* addr, size_t bytes) NUMAAFF_C_NOEXCEP
 /** The same with chunks derived from the application's block size: `block_bytes` rounded to
  *  whole pages, so that a chunk never spans two owners' blocks when blocks are page-aligned. */
 NUMAAFF_C_API int numaaff_next_touch_blocks(void* addr, size_t bytes, size_t block_bytes) NUMAAFF_C_NOEXCEPT;
+/** place_blocks, lazily: arms the range so that the first touch of a chunk, by any thread,
+ *  moves each of its pages to its block's owner (`owners[b]` for block b, as in
+ *  numaaff_place_blocks), not to the toucher. See numaaff::place_blocks_on_next_touch. */
+NUMAAFF_C_API int numaaff_place_blocks_on_next_touch(void* addr, size_t bytes, size_t block_bytes, const int* owners,
+                                                     size_t owner_count) NUMAAFF_C_NOEXCEPT;
 /** Disarms what is still armed in the range (its pages stay where they are). */
 NUMAAFF_C_API int numaaff_disarm(void* addr, size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** Opens and migrates now, for the calling thread, every armed chunk of the range (before a

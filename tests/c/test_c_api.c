@@ -105,8 +105,18 @@ int main(void) {
     CHECK(numaaff_place_blocks(m, bytes, 72 * 1024, owners, 32, &r) == 0 && r.already_there == bytes / (size_t)ps &&
           r.carried == 0);
     CHECK(numaaff_place_blocks(m, bytes, 72 * 1024, owners, 2, &r) == EINVAL); /* too few owners */
+    /* the same lazily: armed, opened by whoever touches, every byte kept */
+    numaaff_reset_next_touch_stats();
+    CHECK(numaaff_place_blocks_on_next_touch(m, bytes, 72 * 1024, owners, 32) == 0);
+    long lazy_sum = 0;
+    for (size_t i = 0; i < bytes; i += (size_t)ps) lazy_sum += m[i];
+    CHECK(lazy_sum == 3L * (long)(bytes / (size_t)ps));
+    numaaff_next_touch_stats lazy;
+    CHECK(numaaff_get_next_touch_stats(&lazy) == 0 && lazy.faults >= 1 && lazy.chunks_migrated >= 1);
+    CHECK(numaaff_place_blocks_on_next_touch(m, bytes, 72 * 1024, owners, 2) == EINVAL);
     owners[5] = 4000;
     CHECK(numaaff_place_blocks(m, bytes, 72 * 1024, owners, 32, NULL) == EINVAL);
+    CHECK(numaaff_place_blocks_on_next_touch(m, bytes, 72 * 1024, owners, 32) == EINVAL);
     CHECK(numaaff_place_blocks(m, bytes, 0, owners, 32, NULL) == EINVAL);
   }
   CHECK(numaaff_move_to(NULL, 10, first, NULL) == EINVAL);

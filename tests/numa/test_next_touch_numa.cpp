@@ -22,6 +22,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -198,6 +199,60 @@ TEST(NextTouchNuma, BlocksInsideHugePagesEachFollowTheirOwnToucher) {
   for (std::size_t b = 0; b < blocks; ++b) placed += query_pages(p + b * block, block).on(nodes[b % nodes.size()]);
   EXPECT_EQ(placed, blocks * block / ps);
   for (std::size_t b = 0; b < blocks; ++b) ASSERT_EQ(p[b * block + 100], 0x45);
+}
+
+// The phase change AMR codes meet: a halo exchange reads every neighbour's block before its
+// owner does. Plain next touch gives each chunk to that first reader (here one thread on the
+// last node reads everything); owner mode sends each page to its block's owner whoever touches
+// it, with huge pages on and off, with the default chunk spanning seven owners' blocks and with
+// one chunk per huge page (no chunk edge inside it: only the owners' edges split it).
+TEST(NextTouchNuma, PlaceBlocksOnNextTouchSendsEachBlockToItsOwnerWhoeverTouchesFirst) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10, bytes = 2 * huge;
+  const std::size_t blocks = (bytes + block - 1) / block;
+  std::vector<numaaff::node_id> owners(blocks);
+  for (std::size_t b = 0; b < blocks; ++b) owners[b] = nodes[(b * 7 + 1) % nodes.size()];
+  for (const std::size_t chunk : {std::size_t{0}, huge})
+  for (bool thp : {true, false}) {
+    SCOPED_TRACE(std::string(thp ? "huge pages" : "plain pages") + ", chunk " + std::to_string(chunk));
+    region plain(bytes + huge);
+    char* p = nullptr;
+    if (thp) {
+      int start = -1;
+      bool formed = false;
+      p = numaaff_test::huge_backed_on(2, 0x3b, nodes, start, formed);
+      std::printf("huge pages %s, first on node %d\n", formed ? "formed" : "did not form", start);
+    } else {
+      p = reinterpret_cast<char*>(numaaff::detail::align_up(reinterpret_cast<std::uintptr_t>(plain.p), huge));
+      numaaff::bind(p, bytes, nodes.back());
+      std::memset(p, 0x3b, bytes);
+      numaaff::reset_policy(p, bytes);
+    }
+    ASSERT_NE(p, nullptr);
+    numaaff::reset_next_touch_stats();
+    numaaff::next_touch_options options;
+    options.chunk_bytes = chunk;
+    numaaff::place_blocks_on_next_touch(p, bytes, block, owners, options);
+    std::size_t wrong = 0;
+    std::thread halo([&] {
+      pin_to_node(nodes.back());
+      for (std::size_t i = 0; i < bytes; i += ps) wrong += p[i] != 0x3b;
+    });
+    halo.join();
+    EXPECT_EQ(wrong, 0u);
+    EXPECT_FALSE(numaaff::is_armed(p, bytes));
+    std::size_t placed = 0;
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t len = std::min(block, bytes - b * block);
+      const std::size_t on = query_pages(p + b * block, len).on(owners[b]);
+      EXPECT_EQ(on, len / ps) << "block " << b << " owner " << owners[b];
+      placed += on;
+    }
+    EXPECT_EQ(placed, bytes / ps);
+    EXPECT_EQ(numaaff::next_touch_stats().pages_moved, bytes / ps);
+    EXPECT_EQ(numaaff::next_touch_stats().pages_failed, 0u);
+  }
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <system_error>
 
@@ -140,6 +141,7 @@ inline void retire_slot(armed_range& r) noexcept {
   open_all_armed(r);
   sys_munmap(r.words, r.words_bytes);
   r.words = nullptr;
+  r.page_nodes = nullptr;
   open_epoch.fetch_add(1, std::memory_order_acq_rel);
   r.state.store(slot_free, std::memory_order_release);
   registry_live.fetch_sub(1, std::memory_order_acq_rel);
@@ -187,9 +189,10 @@ inline void disarm_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
   }
 }
 
-/// Arms [begin, end) (page-aligned) in chunks of `chunk` bytes.
+/// Arms [begin, end) (page-aligned) in chunks of `chunk` bytes. With `page_nodes` (one node
+/// per page of the range, copied), each opened page goes to its own node, whoever touches it.
 inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chunk, touch_target target, bool adaptive,
-                      std::uint32_t max_run, std::error_code& ec) noexcept {
+                      std::uint32_t max_run, const std::uint16_t* page_nodes, std::error_code& ec) noexcept {
   try {
     std::lock_guard<std::mutex> guard(arm_lock());
     ec = install_segv_handler_locked();
@@ -213,7 +216,8 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     }
     if (chunk > end - begin) chunk = end - begin;  // one chunk; and no overflow below
     const std::size_t count = (end - begin + chunk - 1) / chunk;
-    const std::size_t words_bytes = align_up(count * sizeof(std::uint32_t), page_size());
+    const std::size_t node_table = page_nodes != nullptr ? (end - begin) / page_size() * sizeof(std::uint16_t) : 0;
+    const std::size_t words_bytes = align_up(count * sizeof(std::uint32_t) + node_table, page_size());
     const auto m = sys_mmap(words_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
     if (!m) {
       slot->state.store(slot_free, std::memory_order_release);
@@ -223,6 +227,12 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     slot->words = static_cast<std::atomic<std::uint32_t>*>(m.value);
     for (std::size_t k = 0; k < count; ++k) slot->words[k].store(chunk_armed, std::memory_order_relaxed);
     slot->words_bytes = words_bytes;
+    slot->page_nodes = nullptr;
+    if (page_nodes != nullptr) {
+      auto* table = reinterpret_cast<std::uint16_t*>(static_cast<char*>(m.value) + count * sizeof(std::uint32_t));
+      std::memcpy(table, page_nodes, node_table);
+      slot->page_nodes = table;
+    }
     slot->begin = begin;
     slot->end = end;
     slot->chunk = chunk;

@@ -74,7 +74,10 @@ struct armed_range {
   std::size_t chunk = 0;  // bytes, a page multiple
   std::size_t count = 0;  // chunks
   std::atomic<std::uint32_t>* words = nullptr;
-  std::size_t words_bytes = 0;
+  std::size_t words_bytes = 0;  // the mapping holding words, then page_nodes
+  // Owner mode: the node of each page of [begin, end); opened chunks go there, whoever
+  // touches them. Null: they go to the toucher's node (or homenode).
+  const std::uint16_t* page_nodes = nullptr;
   touch_target target = touch_target::current_node;
   bool adaptive = false;
   std::uint32_t max_run = 1;
@@ -199,13 +202,14 @@ static_assert(handler_buffer_count <= 64, "one bit per buffer");
 
 /// Moves [start, start + len) to `node`, N pages per call, counting the outcome.
 template <std::size_t N>
-inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t len, int node) noexcept {
+inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t len, int node,
+                           const std::uint16_t* page_nodes) noexcept {
   const std::size_t ps = page_size();
   for (std::uintptr_t at = start; at < start + len;) {
     std::size_t n = 0;
     for (; n < N && at < start + len; ++n, at += ps) {
       b.pages[n] = reinterpret_cast<void*>(at);
-      b.nodes[n] = node;
+      b.nodes[n] = page_nodes != nullptr ? *page_nodes++ : node;
     }
     const auto r = sys_move_pages(n, b.pages, b.nodes, b.status, MPOL_MF_MOVE);
     if (!r) {
@@ -218,7 +222,7 @@ inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t l
     if (busy) sys_move_pages(n, b.pages, nullptr, b.status, 0);
     std::uint64_t moved = 0, unpopulated = 0, failed = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      if (b.status[i] == node) {
+      if (b.status[i] == b.nodes[i]) {
         ++moved;
       } else if (b.status[i] == -ENOENT || b.status[i] == -EFAULT) {
         ++unpopulated;
@@ -232,23 +236,23 @@ inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t l
   }
 }
 
-/// Moves [start, start + len) to `node` with a pooled buffer (handler_batch pages per call),
-/// or in small on-stack batches while every pooled one is in use. Lock-free and
-/// async-signal-safe.
-inline void move_span(std::uintptr_t start, std::size_t len, int node) noexcept {
+/// Moves [start, start + len) to `node`, or page i to page_nodes[i] if page_nodes is not null,
+/// with a pooled buffer (handler_batch pages per call), or in small on-stack batches while
+/// every pooled one is in use. Lock-free and async-signal-safe.
+inline void move_span(std::uintptr_t start, std::size_t len, int node, const std::uint16_t* page_nodes) noexcept {
   std::uint64_t busy = handler_buffers_busy.load(std::memory_order_relaxed);
   while (busy != ~std::uint64_t{0}) {
     const auto i = static_cast<std::size_t>(__builtin_ctzll(~busy));
     if (i >= handler_buffer_count) break;
     const std::uint64_t bit = std::uint64_t{1} << i;
     if (handler_buffers_busy.compare_exchange_weak(busy, busy | bit, std::memory_order_acquire)) {
-      move_span_with(handler_buffers[i], start, len, node);
+      move_span_with(handler_buffers[i], start, len, node, page_nodes);
       handler_buffers_busy.fetch_and(~bit, std::memory_order_release);
       return;
     }
   }
   page_batch<handler_stack_batch> small;
-  move_span_with(small, start, len, node);
+  move_span_with(small, start, len, node, page_nodes);
 }
 
 /// Marks claimed chunks [first, last) open (read-write already, or found to be no longer
@@ -263,7 +267,8 @@ inline void mark_open(armed_range& r, std::size_t first, std::size_t last, std::
 /// Claimed chunks [first, last) are read-write now: mark them so and migrate them.
 inline void move_opened(armed_range& r, std::size_t first, std::size_t last, int node, std::uint32_t node_bits) noexcept {
   mark_open(r, first, last, chunk_moving, node_bits);
-  move_span(chunk_begin(r, first), chunk_end(r, last) - chunk_begin(r, first), node);
+  const std::uintptr_t b = chunk_begin(r, first);
+  move_span(b, chunk_end(r, last) - b, node, r.page_nodes ? r.page_nodes + (b - r.begin) / page_size() : nullptr);
   for (std::size_t k = first; k < last; ++k) publish(r.words[k], chunk_open, node_bits);
   nt_counters.chunks.fetch_add(last - first, std::memory_order_relaxed);
 }
