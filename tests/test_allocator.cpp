@@ -329,6 +329,34 @@ TEST(Allocators, AllocateInterleavedIsRealAndFreesWithDeallocate) {
   }
 }
 
+// The variable is read during static initialisation (no first-use initialisation another
+// thread could be inside when one forks): a value set later changes nothing, and a wrong value
+// at start-up throws at the first use, not before main.
+TEST(Allocators, InterleaveNodesAreReadAtStartUpAndAWrongValueThrowsAtFirstUse) {
+  if (const char* role = std::getenv("NUMAAFF_TEST_INTERLEAVE_ROLE")) {  // the re-executed child
+    setenv("NUMAAFF_INTERLEAVE_NODES", std::to_string(home()).c_str(), 1);
+    try {
+      numaaff::interleave_allocator<int> a;
+      std::printf("[%s] constructed\n", role);
+    } catch (const std::invalid_argument& e) {
+      std::printf("[%s] threw: %s\n", role, e.what());
+    }
+    return;
+  }
+  const std::string self = "NUMAAFF_TEST_INTERLEAVE_ROLE=%s NUMAAFF_INTERLEAVE_NODES=%s /proc/" +
+                           std::to_string(getpid()) + "/exe --gtest_filter=Allocators.InterleaveNodesAreRead*";
+  auto run = [&](const char* role, const char* value) {
+    char cmd[512];
+    std::snprintf(cmd, sizeof cmd, self.c_str(), role, value);
+    return numaaff_test::run_command(cmd);
+  };
+  const std::string bad = run("bad", "banana");
+  EXPECT_NE(bad.find("[bad] threw: numaaff: NUMAAFF_INTERLEAVE_NODES='banana'"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("PASSED"), std::string::npos) << bad;  // started and ran: nothing thrown before main
+  const std::string good = run("good", "");
+  EXPECT_NE(good.find("[good] constructed"), std::string::npos) << good;
+}
+
 TEST(Allocators, InterleaveNodesFromTheEnvironment) {
   using numaaff::detail::interleave_nodes_from;  // what the variable's value gives
   EXPECT_EQ(interleave_nodes_from(nullptr), numaaff::detail::kernel_nodes());

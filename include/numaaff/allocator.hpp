@@ -47,6 +47,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <memory_resource>
@@ -146,15 +147,34 @@ inline std::vector<node_id> interleave_nodes_from(const char* value) {
   return nodes;
 }
 
-/// Read once, shared by every default-constructed interleave_allocator and by
-/// allocate_interleaved.
+/// NUMAAFF_INTERLEAVE_NODES as read at start-up: the state, or why the value is wrong.
+struct default_interleave {
+  std::shared_ptr<interleave_state> state;
+  std::exception_ptr error;  // std::invalid_argument naming the variable, or std::bad_alloc
+};
+
+inline default_interleave read_default_interleave() noexcept {
+  default_interleave d;
+  try {
+    d.state = std::make_shared<interleave_state>();
+    d.state->nodes = interleave_nodes_from(std::getenv("NUMAAFF_INTERLEAVE_NODES"));
+  } catch (...) {
+    d.state.reset();
+    d.error = std::current_exception();
+  }
+  return d;
+}
+
+/// Read during static initialisation, like the process tables (memory.hpp), so that no
+/// thread can be inside a first initialisation when another forks; a wrong value throws at
+/// the first use, not at start-up.
+inline const default_interleave default_interleave_setting = read_default_interleave();
+
+/// Shared by every default-constructed interleave_allocator and by allocate_interleaved.
+/// @throws std::invalid_argument if NUMAAFF_INTERLEAVE_NODES was wrong at start-up.
 inline const std::shared_ptr<interleave_state>& default_interleave_state() {
-  static const std::shared_ptr<interleave_state> state = [] {
-    auto s = std::make_shared<interleave_state>();
-    s->nodes = interleave_nodes_from(std::getenv("NUMAAFF_INTERLEAVE_NODES"));
-    return s;
-  }();
-  return state;
+  if (default_interleave_setting.error) std::rethrow_exception(default_interleave_setting.error);
+  return default_interleave_setting.state;
 }
 
 }  // namespace detail
@@ -263,7 +283,8 @@ class interleave_allocator : public detail::propagating_allocator {
   using value_type = T;
 
   /**
-   * Over the nodes `NUMAAFF_INTERLEAVE_NODES` lists (kernel syntax: "0-3", "0,2"), else every
+   * Over the nodes `NUMAAFF_INTERLEAVE_NODES` lists at start-up (kernel syntax: "0-3", "0,2"; read
+   * during static initialisation, like OMP_ variables: setting it later has no effect), else every
    * node of the kernel. All default-constructed allocators share one cursor and compare equal.
    * @throws std::invalid_argument if `NUMAAFF_INTERLEAVE_NODES` is malformed or names a node
    *         the kernel does not have (the message names the variable).
