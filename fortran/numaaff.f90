@@ -179,17 +179,21 @@ contains
   function numaaff_system_report() result(text)
     character(len=:), allocatable :: text
     character(kind=c_char), allocatable :: buffer(:)
-    integer(c_size_t) :: length
+    integer(c_size_t) :: length, capacity
     integer(c_int) :: ierr
-    integer :: i
+    integer :: i, n
     allocate(buffer(1))
+    length = 0
     ierr = numaaff_system_report_c(buffer, 1_c_size_t, length)
-    deallocate(buffer)
-    allocate(buffer(length + 1))
-    ierr = numaaff_system_report_c(buffer, length + 1, length)
     if (ierr /= 0) length = 0
-    allocate(character(len=length) :: text)
-    do i = 1, int(length)
+    capacity = length + 1
+    deallocate(buffer)
+    allocate(buffer(capacity))
+    ierr = numaaff_system_report_c(buffer, capacity, length)
+    n = 0
+    if (ierr == 0) n = int(min(length, capacity - 1))  ! the report may have grown in between
+    allocate(character(len=n) :: text)
+    do i = 1, n
       text(i:i) = buffer(i)
     end do
   end function

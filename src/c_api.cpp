@@ -64,6 +64,16 @@ void* allocated(int error, void* p) noexcept {
   return p;
 }
 
+/// The owners of every block, copied once their count is known to cover the range (0), or an errno.
+int copy_owners(std::size_t bytes, std::size_t block_bytes, const int* owners, std::size_t owner_count,
+                std::vector<int>& v) noexcept {
+  if (block_bytes == 0 || (owners == nullptr && owner_count != 0)) return EINVAL;
+  const std::size_t blocks = bytes / block_bytes + (bytes % block_bytes != 0 ? 1 : 0);
+  if (owner_count < blocks) return EINVAL;
+  return guarded([&] { v.assign(owners, owners + blocks); });
+}
+
+
 }  // namespace
 
 extern "C" {
@@ -161,18 +171,6 @@ int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* res
   return from_code(ec);
 }
 
-namespace {
-
-/// The owners of every block, copied once their count is known to cover the range (0), or an errno.
-int copy_owners(std::size_t bytes, std::size_t block_bytes, const int* owners, std::size_t owner_count,
-                std::vector<int>& v) noexcept {
-  if (block_bytes == 0 || (owners == nullptr && owner_count != 0)) return EINVAL;
-  const std::size_t blocks = bytes / block_bytes + (bytes % block_bytes != 0 ? 1 : 0);
-  if (owner_count < blocks) return EINVAL;
-  return guarded([&] { v.assign(owners, owners + blocks); });
-}
-
-}  // namespace
 
 int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int* owners, size_t owner_count,
                          numaaff_move_result* result) noexcept {

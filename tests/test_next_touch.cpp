@@ -469,6 +469,37 @@ TEST(NextTouch, PlaceBlocksOnNextTouchOpensEveryChunkForWhoeverTouchesIt) {
   EXPECT_EQ(numaaff_test::query_pages(r.p, r.bytes).on(node), r.bytes / ps);
 }
 
+// The owner of each page, and the table the registry holds: blocks not page-aligned, several
+// blocks per page, a range that does not start on a page. Node numbers here are synthetic (the
+// range is disarmed, never migrated).
+TEST(NextTouch, OwnerModeTargetsEachPageAtTheBlockHoldingItsFirstByte) {
+  using numaaff::detail::page_owner;
+  const std::vector<numaaff::node_id> owners{5, 6, 7, 8, 9, 10, 11, 12};
+  const std::uintptr_t base = 0x100000 + 100;  // 100 bytes into a page
+  EXPECT_EQ(page_owner(base, ps + 24, owners, base - 100), 5);  // the range's first page
+  EXPECT_EQ(page_owner(base, ps + 24, owners, base - 100 + ps), 5);  // byte ps-100 is in block 0
+  EXPECT_EQ(page_owner(base, ps + 24, owners, base - 100 + 2 * ps), 6);  // byte 2ps-100 in block 1
+  EXPECT_EQ(page_owner(base, ps / 4, owners, base - 100 + ps), 8);  // byte ps-100 is in block 3
+  region r(4 * ps);
+  const std::uint16_t table[4] = {3, 1, 4, 1};
+  std::error_code ec;
+  const auto begin = reinterpret_cast<std::uintptr_t>(r.p);
+  numaaff::detail::arm_range(begin, begin + 4 * ps, 2 * ps, numaaff::detail::touch_target::current_node, false, 1,
+                             table, ec);
+  ASSERT_FALSE(ec);
+  bool found = false;
+  for (std::size_t i = 0; i < numaaff::detail::registry_high.load(); ++i) {
+    const numaaff::detail::armed_range& a = numaaff::detail::registry[i];
+    if (a.state.load() != numaaff::detail::slot_active || a.begin != begin) continue;
+    found = true;
+    ASSERT_NE(a.page_nodes, nullptr);
+    EXPECT_EQ(std::vector<std::uint16_t>(a.page_nodes, a.page_nodes + 4), std::vector<std::uint16_t>(table, table + 4));
+  }
+  EXPECT_TRUE(found);
+  numaaff::disarm(r.p, r.bytes);
+  r.p[0] = 1;  // opened, unmigrated
+}
+
 TEST(NextTouch, PlaceBlocksOnNextTouchCallerErrors) {
   region r(4 * ps);
   const int node = numaaff_test::sysfs_nodes().front();

@@ -65,9 +65,9 @@
  * (below) does the same lazily, whoever touches first. With plain next touch, make chunks no
  * larger than the blocks (`next_touch_options::for_blocks(block_bytes)`): a 512 KiB default
  * chunk over 72 KiB blocks goes whole to the first of its seven owners to touch it. No chunk
- * size repairs a wrong first toucher: in examples/amr without an owner-touch loop, chunks of
- * 4 to 128 pages ended phases at 48-91% local, the owner-aware calls at 100%
- * (benchmarks/README.md).
+ * size repairs a wrong first toucher: in examples/amr without an owner-touch loop and without
+ * huge pages, chunks of 4 to 128 pages and adaptive claims ended phases at 48-91% local, the
+ * owner-aware calls at 100% (benchmarks/README.md).
  * - fork(): the child inherits armed ranges and handles its own first touches; arming,
  *   disarming and freeing in other threads never leave the child a locked or half-done
  *   registry (the locks are held around fork, and numaaff's process-wide tables are built
@@ -160,12 +160,17 @@ void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_opti
  * data first, when they touch it (a halo exchange that reads a neighbour's block first sends
  * it to its owner, not to itself), and never moves a block nobody touches. Placement does not
  * depend on the chunk size here (every page has its own target): larger chunks mean fewer
- * faults. Huge pages are split wherever two owners' blocks share one. Pages never touched
- * before arming have nothing to move and are placed by their first toucher, as with
- * place_blocks. `options.target` does not apply; chunk size and adaptive claims do. disarm
- * opens without moving, touch_now moves to the owners.
+ * faults. Huge pages are split at the range's edges and wherever two owners' blocks share
+ * one, nowhere else. Pages never touched before arming have nothing to move and are placed by
+ * their first toucher, as with place_blocks. `options.target` does not apply; chunk size and
+ * adaptive claims do. disarm opens without moving, touch_now moves to the owners. Blocks
+ * nobody touches are never migrated, but stay armed (a system call on them fails with EFAULT:
+ * see "System calls" above) until touched, touch_now or disarm. An owner node without memory
+ * the process may use fails its pages' migration (counted in next_touch_stats().pages_failed,
+ * with the rest of their handler batch); the chunks open all the same.
  *
- * Thread-safety, blocking and errors as affinity_on_next_touch; allocates two bytes per page.
+ * Thread-safety, blocking and errors as affinity_on_next_touch; allocates a table of two bytes
+ * per page while arming (and as much again, held by the registry until the range is swept).
  * @throws std::invalid_argument as place_blocks (bad range, `block_bytes == 0`, too few
  *         owners, an owner that is not a kernel node) or for a bad chunk size.
  * @code{.cpp}
@@ -296,6 +301,22 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_tou
                     options.adaptive, options.max_adaptive_chunks, nullptr, ec);
 }
 
+namespace detail {
+
+/// Arms a validated range in owner mode. Allocates the page table (std::bad_alloc).
+inline void arm_for_owners(void* addr, std::size_t bytes, std::size_t block_bytes, const std::vector<node_id>& owners,
+                           const next_touch_options& options, const page_span& span, std::error_code& ec) {
+  const auto base = reinterpret_cast<std::uintptr_t>(addr);
+  std::vector<std::uint16_t> page_nodes(span.pages);
+  for (std::size_t i = 0; i < span.pages; ++i)
+    page_nodes[i] = static_cast<std::uint16_t>(page_owner(base, block_bytes, owners, span.first + i * page_size()));
+  split_where_owners_meet(base, bytes, block_bytes, owners);
+  arm_range(span.first, span.first + span.bytes(), effective_chunk(options), touch_target::current_node,
+            options.adaptive, options.max_adaptive_chunks, page_nodes.data(), ec);
+}
+
+}  // namespace detail
+
 inline void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_t block_bytes,
                                        const std::vector<node_id>& owners, const next_touch_options& options,
                                        std::error_code& ec) noexcept {
@@ -307,16 +328,7 @@ inline void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_
       ec = std::make_error_code(std::errc::invalid_argument);
       return;
     }
-    if (span.pages == 0) return;
-    const auto base = reinterpret_cast<std::uintptr_t>(addr);
-    std::vector<std::uint16_t> page_nodes(span.pages);
-    for (std::size_t i = 0; i < span.pages; ++i)
-      page_nodes[i] = static_cast<std::uint16_t>(
-          detail::page_owner(base, block_bytes, owners, span.first + i * detail::page_size()));
-    detail::split_where_owners_meet(base, bytes, block_bytes, owners);
-    detail::arm_range(span.first, span.first + span.bytes(), detail::effective_chunk(options),
-                      detail::touch_target::current_node, options.adaptive, options.max_adaptive_chunks,
-                      page_nodes.data(), ec);
+    if (span.pages != 0) detail::arm_for_owners(addr, bytes, block_bytes, owners, options, span, ec);
   } catch (const std::bad_alloc&) {
     ec = std::make_error_code(std::errc::not_enough_memory);
   }
@@ -344,8 +356,11 @@ inline void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_
   const std::string why = detail::owners_error(bytes, block_bytes, owners);
   if (!why.empty()) detail::throw_invalid_argument("place_blocks_on_next_touch: " + why);
   detail::require_chunk("place_blocks_on_next_touch", detail::effective_chunk(options));
+  detail::page_span span;
+  detail::make_span(addr, bytes, span);
+  if (span.pages == 0) return;
   std::error_code ec;
-  place_blocks_on_next_touch(addr, bytes, block_bytes, owners, options, ec);
+  detail::arm_for_owners(addr, bytes, block_bytes, owners, options, span, ec);  // std::bad_alloc as it is
   if (ec) detail::throw_arm_error(ec);
 }
 

@@ -204,25 +204,29 @@ TEST(NextTouchNuma, BlocksInsideHugePagesEachFollowTheirOwnToucher) {
 // The phase change AMR codes meet: a halo exchange reads every neighbour's block before its
 // owner does. Plain next touch gives each chunk to that first reader (here one thread on the
 // last node reads everything); owner mode sends each page to its block's owner whoever touches
-// it, with huge pages on and off, with the default chunk spanning seven owners' blocks and with
-// one chunk per huge page (no chunk edge inside it: only the owners' edges split it).
+// it, with huge pages on and off, with the default chunk spanning several owners' blocks and
+// with one chunk per huge page (no chunk edge inside it: only the owners' edges split it), and
+// with blocks that are not page-aligned (a shared page goes with the block holding its first
+// byte).
 TEST(NextTouchNuma, PlaceBlocksOnNextTouchSendsEachBlockToItsOwnerWhoeverTouchesFirst) {
   NUMAAFF_REQUIRE_NODES(2);
   const std::vector<int> nodes = sysfs_nodes();
-  const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10, bytes = 2 * huge;
-  const std::size_t blocks = (bytes + block - 1) / block;
-  std::vector<numaaff::node_id> owners(blocks);
-  for (std::size_t b = 0; b < blocks; ++b) owners[b] = nodes[(b * 7 + 1) % nodes.size()];
+  const std::size_t huge = numaaff::detail::huge_page_size(), bytes = 2 * huge;
+  for (const std::size_t block : {std::size_t{72} << 10, (std::size_t{72} << 10) + 24})
   for (const std::size_t chunk : {std::size_t{0}, huge})
   for (bool thp : {true, false}) {
-    SCOPED_TRACE(std::string(thp ? "huge pages" : "plain pages") + ", chunk " + std::to_string(chunk));
+    SCOPED_TRACE(std::string(thp ? "huge pages" : "plain pages") + ", chunk " + std::to_string(chunk) + ", block " +
+                 std::to_string(block));
+    const std::size_t blocks = (bytes + block - 1) / block;
+    std::vector<numaaff::node_id> owners(blocks);
+    for (std::size_t b = 0; b < blocks; ++b) owners[b] = nodes[(b * 7 + 1) % nodes.size()];
     region plain(bytes + huge);
     char* p = nullptr;
     if (thp) {
       int start = -1;
       bool formed = false;
       p = numaaff_test::huge_backed_on(2, 0x3b, nodes, start, formed);
-      std::printf("huge pages %s, first on node %d\n", formed ? "formed" : "did not form", start);
+      ASSERT_TRUE(formed) << "no huge pages formed: the case this run is about did not happen";
     } else {
       p = reinterpret_cast<char*>(numaaff::detail::align_up(reinterpret_cast<std::uintptr_t>(plain.p), huge));
       numaaff::bind(p, bytes, nodes.back());
@@ -242,12 +246,17 @@ TEST(NextTouchNuma, PlaceBlocksOnNextTouchSendsEachBlockToItsOwnerWhoeverTouches
     halo.join();
     EXPECT_EQ(wrong, 0u);
     EXPECT_FALSE(numaaff::is_armed(p, bytes));
+    // Page k belongs to the block holding its first byte; runs of pages with one owner are
+    // queried together.
     std::size_t placed = 0;
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const std::size_t len = std::min(block, bytes - b * block);
-      const std::size_t on = query_pages(p + b * block, len).on(owners[b]);
-      EXPECT_EQ(on, len / ps) << "block " << b << " owner " << owners[b];
+    for (std::size_t k = 0; k < bytes / ps;) {
+      const numaaff::node_id owner = owners[k * ps / block];
+      std::size_t end = k + 1;
+      while (end < bytes / ps && owners[end * ps / block] == owner) ++end;
+      const std::size_t on = query_pages(p + k * ps, (end - k) * ps).on(owner);
+      EXPECT_EQ(on, end - k) << "pages " << k << "-" << end << " owner " << owner;
       placed += on;
+      k = end;
     }
     EXPECT_EQ(placed, bytes / ps);
     EXPECT_EQ(numaaff::next_touch_stats().pages_moved, bytes / ps);

@@ -244,7 +244,15 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     slot->armed_left.store(count, std::memory_order_relaxed);
     slot->opened_whole.store(false, std::memory_order_relaxed);
     // Each chunk must migrate alone: no huge page may span two chunks (or the range's edge).
-    split_huge_pages_at_chunks(begin, end, chunk);
+    // With per-page targets only the range's edges matter: a huge page inside the range moves
+    // where its pages' targets say, whichever chunk's touch moves it (the caller splits where
+    // two targets meet).
+    if (page_nodes == nullptr) {
+      split_huge_pages_at_chunks(begin, end, chunk);
+    } else {
+      split_huge_page_at(begin);
+      split_huge_page_at(end);
+    }
     registry_live.fetch_add(1, std::memory_order_acq_rel);
     open_epoch.fetch_add(1, std::memory_order_acq_rel);
     slot->state.store(slot_active, std::memory_order_release);  // before protecting: see below
