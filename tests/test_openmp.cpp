@@ -2,6 +2,7 @@
 // pool's partition, bind_team pins each thread to its CPU (sched_getcpu), first_touch writes
 // each thread's schedule(static) block, whatever team OpenMP gives it.
 #include <numaaff/openmp.hpp>
+#include <numaaff/thread_pool.hpp>
 
 #include "common/process.hpp"
 

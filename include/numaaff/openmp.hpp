@@ -29,7 +29,7 @@
 
 #include "detail/pinning.hpp"
 #include "detail/throw.hpp"
-#include "thread_pool.hpp"
+#include "partition.hpp"
 #include "topology.hpp"
 
 #include <omp.h>
@@ -44,6 +44,10 @@
 #include <utility>
 #include <vector>
 
+namespace numaaff {
+class thread_pool;
+}
+
 namespace numaaff::openmp {
 
 /// Where each thread of a team belongs: thread i on `cpu[i]` of `node[i]` (node order).
@@ -55,7 +59,7 @@ struct team_plan {
   std::pair<std::size_t, std::size_t> block(std::size_t first, std::size_t last, int i) const {
     if (i < 0 || i >= size()) detail::throw_invalid_argument("team_plan::block: thread " + std::to_string(i) + " out of range");
     if (last <= first) return {first, first};
-    const auto [lo, hi] = detail::static_block(last - first, node.size(), static_cast<std::size_t>(i));
+    const auto [lo, hi] = static_block(last - first, node.size(), static_cast<std::size_t>(i));
     return {first + lo, first + hi};
   }
 };
@@ -83,8 +87,10 @@ inline team_plan plan_team(int threads = 0, const topology& t = topology::system
   return p;
 }
 
-/// The plan matching `pool`: thread i where the pool's worker i is (same count, same blocks).
-inline team_plan plan_team(const thread_pool& pool) {
+/// The plan matching `pool` (a numaaff::thread_pool; this header does not include the pool's):
+/// thread i where the pool's worker i is (same count, same blocks).
+template <class Pool, class = std::enable_if_t<std::is_same_v<Pool, thread_pool>>>
+team_plan plan_team(const Pool& pool) {
   team_plan p;
   for (std::size_t i = 0; i < pool.worker_count(); ++i) {
     p.node.push_back(pool.worker_node(i));
@@ -156,7 +162,7 @@ void first_touch(const team_plan& plan, T* data, std::size_t n, F&& init) {
     const auto me = static_cast<std::size_t>(omp_get_thread_num());
     for (std::size_t b = me; b < blocks && !failed.load(std::memory_order_relaxed); b += team) {
       detail::pin_to_cpu(plan.cpu[b]);
-      const auto [lo, hi] = detail::static_block(n, blocks, b);
+      const auto [lo, hi] = static_block(n, blocks, b);
 #if defined(NUMAAFF_NO_EXCEPTIONS)
       for (std::size_t i = lo; i < hi; ++i) new (&data[i]) T(init(i));
 #else

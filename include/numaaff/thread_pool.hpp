@@ -63,6 +63,7 @@
 #include "detail/text.hpp"
 #include "detail/throw.hpp"
 #include "detail/work_deque.hpp"
+#include "partition.hpp"
 #include "topology.hpp"
 
 #include <pthread.h>
@@ -143,13 +144,6 @@ std::string to_string(steal_mode s);
  */
 std::chrono::nanoseconds remote_steal_delay(const thread_pool_options& o, const topology& t, node_id from, node_id to);
 
-/// A contiguous block of an index range and the node it belongs to.
-struct index_block {
-  node_id node;
-  std::size_t first;
-  std::size_t last;
-};
-
 /// Counters of a pool since construction (each a sum of per-worker relaxed counters).
 struct thread_pool_stats {
   std::uint64_t executed = 0;       ///< tasks run by workers
@@ -170,13 +164,6 @@ inline std::int64_t saturated_ns(std::chrono::microseconds d) noexcept {
   const auto us = static_cast<std::int64_t>(d.count());
   if (us <= 0) return 0;
   return us > max / 1000 ? max : us * 1000;
-}
-
-/// The static split of OpenMP's schedule(static): part i of n items over k parts.
-inline std::pair<std::size_t, std::size_t> static_block(std::size_t n, std::size_t parts, std::size_t i) noexcept {
-  const std::size_t base = n / parts, extra = n % parts;
-  const std::size_t first = i * base + std::min(i, extra);
-  return {first, first + base + (i < extra ? 1 : 0)};
 }
 
 /// Completion and first error of a set of tasks (a task_group, or the whole pool). Waiters
@@ -417,9 +404,15 @@ class thread_pool {
   void for_each_node(F&& f);
 
   /// Per-node blocks of [first, last) as parallel_for cuts them.
-  std::vector<index_block> node_blocks(std::size_t first, std::size_t last) const;
+  std::vector<index_block> node_blocks(std::size_t first, std::size_t last) const {
+    return partition_.node_blocks(first, last);
+  }
   /// Per-worker blocks of [first, last) as parallel_for cuts them (worker order).
-  std::vector<index_block> worker_blocks(std::size_t first, std::size_t last) const;
+  std::vector<index_block> worker_blocks(std::size_t first, std::size_t last) const {
+    return partition_.worker_blocks(first, last);
+  }
+  /// The partition parallel_for uses: the workers' nodes in worker order (partition.hpp).
+  const index_partition& partition() const noexcept { return partition_; }
 
   const std::vector<node_id>& nodes() const noexcept { return node_ids_; }
   std::size_t worker_count() const noexcept { return workers_.size(); }
@@ -506,7 +499,6 @@ class thread_pool {
   void check_process(const char* fn) const {
     if (forked()) detail::throw_system_error(errc::used_after_fork, fn);
   }
-  std::vector<index_block> blocks(std::size_t first, std::size_t last, std::size_t grain) const;
 
   static constexpr std::size_t no_node = static_cast<std::size_t>(-1);
   static constexpr std::size_t external_slots = 8;
@@ -516,6 +508,7 @@ class thread_pool {
   std::vector<node_id> node_ids_;
   std::vector<std::unique_ptr<detail::pool_node>> nodes_;
   std::vector<std::unique_ptr<detail::pool_worker>> workers_;
+  index_partition partition_{{}};
   detail::group_state all_;  // every task; the errors of post()ed ones
   detail::event_count groups_done_;  // a group (or all_) completed
   std::atomic<long> active_groups_{0};  // task_groups with work pending
@@ -681,6 +674,9 @@ inline thread_pool::thread_pool(const thread_pool_options& options)
     }
     nodes_.push_back(std::move(n));
   }
+  std::vector<node_id> worker_nodes;
+  for (const auto& w : workers_) worker_nodes.push_back(w->node);
+  partition_ = index_partition(std::move(worker_nodes));
   for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
     for (node_id r : t.nodes_by_distance(node_ids_[ni])) {
       const std::size_t ri = index_of(r);
@@ -1201,49 +1197,13 @@ inline std::size_t thread_pool::cancel() {
   return dropped;
 }
 
-inline std::vector<index_block> thread_pool::blocks(std::size_t first, std::size_t last, std::size_t grain) const {
-  std::vector<index_block> out;
-  if (last <= first) return out;
-  const std::size_t n = last - first;
-  const std::size_t parts = workers_.size();
-  for (std::size_t i = 0; i < parts; ++i) {
-    const auto [lo, hi] = detail::static_block(n, parts, i);
-    if (lo == hi) continue;
-    const std::size_t pieces = grain == 0 ? 1 : (hi - lo + grain - 1) / grain;
-    for (std::size_t p = 0; p < pieces; ++p) {
-      const auto [a, b] = detail::static_block(hi - lo, pieces, p);
-      out.push_back({workers_[i]->node, first + lo + a, first + lo + b});
-    }
-  }
-  return out;
-}
-
-inline std::vector<index_block> thread_pool::worker_blocks(std::size_t first, std::size_t last) const {
-  std::vector<index_block> out;
-  if (last <= first) return out;
-  for (std::size_t i = 0; i < workers_.size(); ++i) {
-    const auto [lo, hi] = detail::static_block(last - first, workers_.size(), i);
-    out.push_back({workers_[i]->node, first + lo, first + hi});
-  }
-  return out;
-}
-
-inline std::vector<index_block> thread_pool::node_blocks(std::size_t first, std::size_t last) const {
-  std::vector<index_block> out;
-  for (const index_block& b : worker_blocks(first, last)) {
-    if (!out.empty() && out.back().node == b.node) out.back().last = b.last;
-    else out.push_back(b);
-  }
-  return out;
-}
-
 template <class F>
 void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, std::size_t grain) {
   constexpr bool ranged = std::is_invocable_v<F&, std::size_t, std::size_t>;
   static_assert(ranged || std::is_invocable_v<F&, std::size_t>, "parallel_for: f must take (index) or (first, last)");
   check_process("thread_pool::parallel_for");
   task_group g(*this);
-  for (const index_block& b : blocks(first, last, grain)) {
+  for (const index_block& b : partition_.task_blocks(first, last, grain)) {
     g.run(b.node, [&f, lo = b.first, hi = b.last] {
       if constexpr (ranged) {
         f(lo, hi);

@@ -2,6 +2,7 @@
 // bridge puts thread i on the node of block i (sched_getcpu + sysfs), and first_touch places
 // each block's pages on that node (raw move_pages query).
 #include <numaaff/openmp.hpp>
+#include <numaaff/thread_pool.hpp>
 
 #include "../common/numa_test.hpp"
 #include "../common/scratch.hpp"
