@@ -60,6 +60,7 @@
 #include "detail/futex.hpp"
 #include "detail/homenode.hpp"
 #include "detail/pinning.hpp"
+#include "detail/steal_plan.hpp"
 #include "detail/text.hpp"
 #include "detail/throw.hpp"
 #include "detail/work_deque.hpp"
@@ -157,15 +158,6 @@ class task_group;
 
 namespace detail {
 
-/// `d` in nanoseconds, saturated at nanoseconds::max() where duration_cast would overflow (a
-/// spin or a delay that long is "never"); 0 for a negative `d`.
-inline std::int64_t saturated_ns(std::chrono::microseconds d) noexcept {
-  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
-  const auto us = static_cast<std::int64_t>(d.count());
-  if (us <= 0) return 0;
-  return us > max / 1000 ? max : us * 1000;
-}
-
 /// Completion and first error of a set of tasks (a task_group, or the whole pool). Waiters
 /// sleep on the pool's event, not on one in here: the moment `pending` reaches zero the waiter
 /// may return and destroy the group, so the finishing thread must not touch it afterwards.
@@ -254,8 +246,6 @@ struct pool_node {
   // worker moves it between queues or has taken it but not yet started it.
   std::atomic<std::int64_t> unfinished{0};
   event_count sleep;
-  std::vector<std::pair<std::size_t, std::uint64_t>> remotes;  // (node index, delay ns) by distance
-  std::vector<std::size_t> thieves;  // other nodes by their distance to this one (whom to wake)
 };
 
 /// A deque a thread outside the pool submits into, like oneTBB's slot for an application
@@ -486,9 +476,8 @@ class thread_pool {
   void help_until_done(detail::group_state& g);
 
   std::size_t policy_node();
-  std::size_t nearest_pool_node(node_id n) const noexcept;
   std::size_t checked_node(node_id n, const char* fn) const;
-  std::size_t index_of(node_id n) const noexcept;
+  std::size_t index_of(node_id n) const noexcept { return plan_.index_of(n); }
   detail::pool_node& node_state(std::size_t i) const noexcept { return *nodes_[i]; }
   const detail::pool_worker& worker_at(std::size_t i) const;
   bool is_own_worker() const noexcept { return detail::this_worker.pool == this; }
@@ -500,12 +489,16 @@ class thread_pool {
     if (forked()) detail::throw_system_error(errc::used_after_fork, fn);
   }
 
-  static constexpr std::size_t no_node = static_cast<std::size_t>(-1);
+  static constexpr std::size_t no_node = detail::steal_plan::no_node;
   static constexpr std::size_t external_slots = 8;
+
+  static std::shared_ptr<const topology> topology_of(const thread_pool_options& o);
+  static std::vector<node_id> pool_nodes(const thread_pool_options& o, const topology& t);
 
   thread_pool_options options_;
   std::shared_ptr<const topology> topo_;
   std::vector<node_id> node_ids_;
+  detail::steal_plan plan_;
   std::vector<std::unique_ptr<detail::pool_node>> nodes_;
   std::vector<std::unique_ptr<detail::pool_worker>> workers_;
   index_partition partition_{{}};
@@ -637,31 +630,43 @@ inline thread_pool_options thread_pool_options::from_environment(const std::func
   return o;
 }
 
-inline thread_pool::thread_pool(const thread_pool_options& options)
-    : options_(options), topo_(options.topo ? options.topo : std::shared_ptr<const topology>(std::shared_ptr<void>(), &topology::system())) {
-  if (options_.threads_per_node < 0) detail::throw_invalid_argument("thread_pool: threads_per_node must be >= 0 (0: one per CPU)");
-  if (options_.steal_delay.count() < 0 || options_.spin.count() < 0)
+inline std::shared_ptr<const topology> thread_pool::topology_of(const thread_pool_options& o) {
+  if (o.threads_per_node < 0) detail::throw_invalid_argument("thread_pool: threads_per_node must be >= 0 (0: one per CPU)");
+  if (o.steal_delay.count() < 0 || o.spin.count() < 0)
     detail::throw_invalid_argument("thread_pool: steal_delay and spin must not be negative");
-  if (!options_.distances.empty()) topo_ = std::make_shared<const topology>(topo_->with_distances(options_.distances));
-  const topology& t = *topo_;
+  std::shared_ptr<const topology> t = o.topo ? o.topo : std::shared_ptr<const topology>(std::shared_ptr<void>(), &topology::system());
+  if (!o.distances.empty()) t = std::make_shared<const topology>(t->with_distances(o.distances));
+  return t;
+}
 
-  // Nodes: the requested ones, else every node with CPUs this process may use.
-  if (options_.nodes.empty()) {
+/// The requested nodes, else every node with CPUs this process may use; ascending.
+inline std::vector<node_id> thread_pool::pool_nodes(const thread_pool_options& o, const topology& t) {
+  std::vector<node_id> out;
+  if (o.nodes.empty()) {
     for (node_id n : t.nodes())
-      if (!t.cpus_of(n).empty()) node_ids_.push_back(n);
+      if (!t.cpus_of(n).empty()) out.push_back(n);
   } else {
-    for (node_id n : options_.nodes) {
+    for (node_id n : o.nodes) {
       if (!t.has_node(n))
         detail::throw_invalid_argument("thread_pool: node " + std::to_string(n) + " is not in the topology (" +
                                        detail::format_list(t.nodes()) + ")");
       if (t.cpus_of(n).empty())
         detail::throw_invalid_argument("thread_pool: node " + std::to_string(n) + " has no CPU this process may use");
-      if (std::find(node_ids_.begin(), node_ids_.end(), n) == node_ids_.end()) node_ids_.push_back(n);
+      if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
     }
-    std::sort(node_ids_.begin(), node_ids_.end());
+    std::sort(out.begin(), out.end());
   }
-  if (node_ids_.empty()) detail::throw_invalid_argument("thread_pool: no node with a usable CPU");
+  if (out.empty()) detail::throw_invalid_argument("thread_pool: no node with a usable CPU");
+  return out;
+}
 
+inline thread_pool::thread_pool(const thread_pool_options& options)
+    : options_(options),
+      topo_(topology_of(options)),
+      node_ids_(pool_nodes(options, *topo_)),
+      plan_(node_ids_, topo_->nodes(), [t = topo_.get()](node_id a, node_id b) { return t->distance(a, b); },
+            options.steal == steal_mode::local_only, options.steal == steal_mode::free, options.steal_delay) {
+  const topology& t = *topo_;
   const bool bind = options_.bind_workers && t.is_this_system();
   for (std::size_t ni = 0; ni < node_ids_.size(); ++ni) {
     auto n = std::make_unique<detail::pool_node>();
@@ -677,19 +682,6 @@ inline thread_pool::thread_pool(const thread_pool_options& options)
   std::vector<node_id> worker_nodes;
   for (const auto& w : workers_) worker_nodes.push_back(w->node);
   partition_ = index_partition(std::move(worker_nodes));
-  for (std::size_t ni = 0; ni < nodes_.size(); ++ni) {
-    for (node_id r : t.nodes_by_distance(node_ids_[ni])) {
-      const std::size_t ri = index_of(r);
-      if (ri == ni || ri == no_node) continue;
-      nodes_[ni]->remotes.emplace_back(ri, static_cast<std::uint64_t>(steal_delay(node_ids_[ni], r).count()));
-    }
-    std::vector<std::size_t>& th = nodes_[ni]->thieves;
-    for (std::size_t k = 0; k < nodes_.size(); ++k)
-      if (k != ni) th.push_back(k);
-    std::stable_sort(th.begin(), th.end(), [&](std::size_t a, std::size_t b) {
-      return t.distance(node_ids_[a], node_ids_[ni]) < t.distance(node_ids_[b], node_ids_[ni]);
-    });
-  }
 
   for (std::size_t k = 0; k < external_slots; ++k) slots_.push_back(std::make_shared<detail::external_slot>());
 
@@ -739,28 +731,12 @@ inline thread_pool::~thread_pool() {
     if (w->thread.joinable()) w->thread.join();
 }
 
-inline std::size_t thread_pool::index_of(node_id n) const noexcept {
-  for (std::size_t i = 0; i < node_ids_.size(); ++i)
-    if (node_ids_[i] == n) return i;
-  return no_node;
-}
-
 inline std::size_t thread_pool::checked_node(node_id n, const char* fn) const {
   const std::size_t i = index_of(n);
   if (i == no_node)
     detail::throw_invalid_argument(std::string("thread_pool::") + fn + ": node " + std::to_string(n) +
                                    " is not one of the pool's nodes (" + detail::format_list(node_ids_) + ")");
   return i;
-}
-
-inline std::size_t thread_pool::nearest_pool_node(node_id n) const noexcept {
-  const std::size_t i = index_of(n);
-  if (i != no_node) return i;
-  if (!topo_->has_node(n)) return 0;
-  std::size_t best = 0;
-  for (std::size_t k = 1; k < node_ids_.size(); ++k)
-    if (topo_->distance(n, node_ids_[k]) < topo_->distance(n, node_ids_[best])) best = k;
-  return best;
 }
 
 inline const detail::pool_worker& thread_pool::worker_at(std::size_t i) const {
@@ -771,16 +747,9 @@ inline const detail::pool_worker& thread_pool::worker_at(std::size_t i) const {
 }
 
 inline std::chrono::nanoseconds remote_steal_delay(const thread_pool_options& o, const topology& t, node_id from, node_id to) {
+  const int d = t.distance(from, to);  // validates both nodes
   if (from == to || o.steal == steal_mode::free) return std::chrono::nanoseconds(0);
-  // unit * beyond / 10 as (unit / 10) * beyond + (unit % 10) * beyond / 10, which is exact, and
-  // saturated: NUMAAFF_STEAL's and NUMAAFF_DISTANCES' largest values overflow 64 bits, and a
-  // wrapped delay (negative, then a huge unsigned one whose sum wraps) let thieves steal at once.
-  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
-  const std::int64_t unit = detail::saturated_ns(o.steal_delay);
-  const std::int64_t beyond = std::max(t.distance(from, to) - local_distance, 0);
-  const std::int64_t whole = unit / local_distance, part = unit % local_distance * beyond / local_distance;
-  if (beyond != 0 && whole > (max - part) / beyond) return std::chrono::nanoseconds::max();
-  return std::chrono::nanoseconds(whole * beyond + part);
+  return std::chrono::nanoseconds(detail::distance_delay_ns(detail::saturated_ns(o.steal_delay), d, local_distance));
 }
 
 inline std::chrono::nanoseconds thread_pool::steal_delay(node_id from, node_id to) const {
@@ -791,35 +760,23 @@ inline std::chrono::nanoseconds thread_pool::steal_delay(node_id from, node_id t
 
 inline std::vector<node_id> thread_pool::steal_order(node_id from) const {
   std::vector<node_id> out;
-  if (options_.steal == steal_mode::local_only) return out;
-  for (const auto& r : node_state(checked_node(from, "steal_order")).remotes) out.push_back(node_ids_[r.first]);
+  for (const detail::steal_source& r : plan_.remotes(checked_node(from, "steal_order"))) out.push_back(node_ids_[r.node_index]);
   return out;
 }
 
 inline std::size_t thread_pool::policy_node() {
   switch (options_.policy) {
     case node_policy::fork:
-      return nearest_pool_node(this_homenode());
+      return plan_.nearest(this_homenode());
     case node_policy::round_robin:
       return round_robin_.fetch_add(1, std::memory_order_relaxed) % nodes_.size();
     case node_policy::exec: {
       // Least unfinished work homed there per worker; ties rotate so equal nodes share new
       // work. Exact for one submitter: its own earlier submissions are always counted.
-      const std::size_t start = round_robin_.fetch_add(1, std::memory_order_relaxed) % nodes_.size();
-      std::size_t best = start;
-      std::int64_t best_load = 0, best_workers = 1;
-      for (std::size_t k = 0; k < nodes_.size(); ++k) {
-        const std::size_t i = (start + k) % nodes_.size();
-        const detail::pool_node& n = *nodes_[i];
-        const std::int64_t load = n.unfinished.load(std::memory_order_acquire);
-        const auto w = static_cast<std::int64_t>(n.workers.size());
-        if (k == 0 || load * best_workers < best_load * w) {
-          best = i;
-          best_load = load;
-          best_workers = w;
-        }
-      }
-      return best;
+      return plan_.least_loaded(
+          round_robin_.fetch_add(1, std::memory_order_relaxed),
+          [&](std::size_t i) { return nodes_[i]->unfinished.load(std::memory_order_acquire); },
+          [&](std::size_t i) { return nodes_[i]->workers.size(); });
     }
   }
   return 0;
@@ -877,10 +834,9 @@ inline void thread_pool::wake_for(std::size_t ni, bool bound) noexcept {
   detail::pool_node& n = *nodes_[ni];
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (n.spinning.load(std::memory_order_seq_cst) > 0 || n.sleep.notify_one()) return;
-  if (bound || options_.steal == steal_mode::local_only) return;
   // Nobody on the task's node is free: the nearest sleeping node starts its steal delay (a
   // remote spinner is not relied on: it may be about to take work of its own).
-  for (std::size_t r : n.thieves)
+  for (std::size_t r : plan_.wake_after(ni, bound))
     if (nodes_[r]->sleep.notify_one()) return;
 }
 
@@ -988,24 +944,16 @@ inline detail::pool_task* thread_pool::find_task(detail::pool_worker& self, std:
     self.stolen_local.store(self.stolen_local.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return t;
   }
-  if (options_.steal == steal_mode::local_only) return nullptr;
   std::uint64_t now = 0;
-  for (const auto& [ri, delay] : n.remotes) {
+  for (const detail::steal_source& r : plan_.remotes(self.node_index)) {
+    const std::size_t ri = r.node_index;
     if (!has_stealable(ri)) continue;
-    if (delay > 0) {
-      if (idle_since == 0) continue;  // not idle yet: remote work must wait
-      if (now == 0) now = detail::monotonic_ns();
-      if (now < idle_since + delay) {
-        deadline = std::min(deadline, idle_since + delay);
-        continue;
-      }
-      // Work that its own node can start now is left to it (an idle worker there is about to
-      // take it): thieves take only what the home node cannot, so a burst of submissions is not
-      // scattered over other nodes while the home node's workers wake up. Look again later.
-      if (has_idle_workers(ri)) {
-        deadline = std::min(deadline, now + delay);
-        continue;
-      }
+    if (r.delay_ns != 0 && idle_since != 0 && now == 0) now = detail::monotonic_ns();
+    const detail::steal_decision d =
+        detail::steal_plan::steal_rule(r, idle_since, now, [&] { return has_idle_workers(ri); });
+    if (!d.take) {
+      deadline = std::min(deadline, d.look_again_at);
+      continue;
     }
     t = take_from_queues(*nodes_[ri], false, nullptr);
     if (t == nullptr) t = steal_from(ri, &self);
@@ -1250,9 +1198,10 @@ inline std::string thread_pool::to_string() const {
     s += "node " + std::to_string(np->node) + ": " + std::to_string(np->workers.size()) +
          (np->workers.size() == 1 ? " worker" : " workers") +
          (cpus.empty() ? std::string() : " on cpus " + detail::format_list(cpus)) + "; steals from";
-    if (options_.steal == steal_mode::local_only || np->remotes.empty()) s += " none";
-    for (const auto& [ri, delay] : np->remotes)
-      s += " " + std::to_string(node_ids_[ri]) + " after " + std::to_string(delay / 1000) + " us,";
+    const std::vector<detail::steal_source>& remotes = plan_.remotes(static_cast<std::size_t>(&np - nodes_.data()));
+    if (remotes.empty()) s += " none";
+    for (const detail::steal_source& r : remotes)
+      s += " " + std::to_string(node_ids_[r.node_index]) + " after " + std::to_string(r.delay_ns / 1000) + " us,";
     if (s.back() == ',') s.pop_back();
     s += "\n";
   }

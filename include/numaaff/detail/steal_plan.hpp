@@ -1,0 +1,204 @@
+// The scheduling decisions of a thread_pool as a value: which nodes the pool has, whom a
+// worker of each node may take work from and after how long, whom to wake for new work, and
+// which node a node policy picks. Built from a topology and the options, with no threads and
+// no clock: the pool asks it, and table tests check every rule on synthetic topologies.
+//
+// Rules (the model of thread_pool.hpp's file comment):
+// - remote(a): the pool's other nodes in order of distance from a (the thief's row), each with
+//   its delay  unit * (distance(a, b) - 10) / 10  (zero under steal_mode::free; no remotes at
+//   all under local_only), exact and saturated at nanoseconds::max() ("never").
+// - A worker may take a remote node's work (steal_rule) when the delay is zero; otherwise only
+//   once it has been idle for the delay, and only while that node has no worker free to take
+//   the work itself (then it looks again one delay later).
+// - wake_after(a, bound): whom to wake when a's own workers are all busy: the nodes nearest to a
+//   (their rows towards a); nobody for bound work or under local_only.
+// - exec: the node with the least unfinished work per worker, ties from a rotating start.
+// - fork fallback: a homenode outside the pool maps to the nearest pool node.
+#pragma once
+
+#include "../errors.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+namespace numaaff::detail {
+
+/// `d` in nanoseconds, saturated at nanoseconds::max() where duration_cast would overflow (a
+/// spin or a delay that long is "never"); 0 for a negative `d`.
+inline std::int64_t saturated_ns(std::chrono::microseconds d) noexcept {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const auto us = static_cast<std::int64_t>(d.count());
+  if (us <= 0) return 0;
+  return us > max / 1000 ? max : us * 1000;
+}
+
+/// unit * (distance - local) / local in nanoseconds (local: 10), exact and saturated: computed
+/// as (unit / local) * beyond + (unit % local) * beyond / local, since the largest NUMAAFF_STEAL and
+/// NUMAAFF_DISTANCES values overflow 64 bits, and a wrapped delay let thieves steal at once.
+inline std::int64_t distance_delay_ns(std::int64_t unit_ns, int distance, int local) noexcept {
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const std::int64_t beyond = std::max(distance - local, 0);
+  const std::int64_t whole = unit_ns / local, part = unit_ns % local * beyond / local;
+  if (beyond != 0 && whole > (max - part) / beyond) return max;
+  return whole * beyond + part;
+}
+
+/// A remote node as a thief sees it.
+struct steal_source {
+  std::size_t node_index;
+  std::uint64_t delay_ns;
+};
+
+/// What an idle worker does about a remote node that has stealable work.
+struct steal_decision {
+  bool take = false;
+  /// When to look again if not now (UINT64_MAX: no reason to, e.g. not idle yet).
+  std::uint64_t look_again_at = UINT64_MAX;
+};
+
+/// Pool nodes are addressed by index (0 .. node_count()-1, ascending kernel node numbers);
+/// nodes are the kernel's numbers (numaaff::node_id).
+class steal_plan {
+ public:
+  static constexpr std::size_t no_node = static_cast<std::size_t>(-1);
+
+  /**
+   * `pool_nodes` ascending, all of them in `all_nodes` (every node of the topology);
+   * `distance(a, b)` the matrix (rows: from); distance stealing with `unit` per 10 distance
+   * units, or `local_only` (never across nodes), or `free_stealing` (no delays).
+   */
+  template <class Distance>
+  steal_plan(std::vector<int> pool_nodes, const std::vector<int>& all_nodes, Distance&& distance,
+             bool local_only, bool free_stealing, std::chrono::microseconds unit)
+      : nodes_(std::move(pool_nodes)), local_only_(local_only) {
+    const std::size_t count = nodes_.size();
+    const std::int64_t unit_ns = saturated_ns(unit);
+    delays_.assign(count * count, 0);
+    for (std::size_t a = 0; a < count; ++a)
+      for (std::size_t b = 0; b < count; ++b)
+        if (a != b && !free_stealing)
+          delays_[a * count + b] = static_cast<std::uint64_t>(
+              distance_delay_ns(unit_ns, distance(nodes_[a], nodes_[b]), distance(nodes_[a], nodes_[a])));
+    remotes_.resize(count);
+    thieves_.resize(count);
+    for (std::size_t a = 0; a < count; ++a) {
+      std::vector<std::size_t> by_distance;  // from a's row; ties by node number
+      for (std::size_t b = 0; b < count; ++b)
+        if (b != a) by_distance.push_back(b);
+      std::stable_sort(by_distance.begin(), by_distance.end(), [&](std::size_t x, std::size_t y) {
+        return distance(nodes_[a], nodes_[x]) < distance(nodes_[a], nodes_[y]);
+      });
+      if (!local_only)
+        for (std::size_t b : by_distance) remotes_[a].push_back({b, delay_ns(a, b)});
+      for (std::size_t b = 0; b < count; ++b)
+        if (b != a) thieves_[a].push_back(b);
+      // Whom to wake: by their rows towards a; ties by node number.
+      std::stable_sort(thieves_[a].begin(), thieves_[a].end(), [&](std::size_t x, std::size_t y) {
+        return distance(nodes_[x], nodes_[a]) < distance(nodes_[y], nodes_[a]);
+      });
+    }
+    for (int n : all_nodes) {
+      std::size_t best = index_of(n);
+      if (best == no_node) {
+        best = 0;
+        for (std::size_t k = 1; k < count; ++k)
+          if (distance(n, nodes_[k]) < distance(n, nodes_[best])) best = k;
+      }
+      nearest_.push_back({n, best});
+    }
+  }
+
+  std::size_t node_count() const noexcept { return nodes_.size(); }
+  const std::vector<int>& nodes() const noexcept { return nodes_; }
+  int node(std::size_t i) const noexcept { return nodes_[i]; }
+  /// The index of pool node `n`, or no_node.
+  std::size_t index_of(int n) const noexcept {
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i] == n) return i;
+    return no_node;
+  }
+  /// The pool node for homenode `n`: itself, else the nearest one; 0 for an unknown node.
+  std::size_t nearest(int n) const noexcept {
+    for (const auto& [node, index] : nearest_)
+      if (node == n) return index;
+    return 0;
+  }
+
+  /// The delay before a worker of node index `from` may take work of `to` (0 for the same).
+  std::uint64_t delay_ns(std::size_t from, std::size_t to) const noexcept { return delays_[from * nodes_.size() + to]; }
+  /// The remote nodes a worker of `from` looks at, nearest first (none under local_only).
+  const std::vector<steal_source>& remotes(std::size_t from) const noexcept { return remotes_[from]; }
+  /// Whom to wake, in order, when node `home`'s own workers cannot take new work now.
+  const std::vector<std::size_t>& wake_after(std::size_t home, bool bound) const noexcept {
+    static const std::vector<std::size_t> nobody;
+    return bound || local_only_ ? nobody : thieves_[home];
+  }
+
+  /**
+   * May a worker idle since `idle_since` (0: not idle yet, it just looked for the first time)
+   * take the stealable work of a remote node `r` at time `now`? `home_has_free_worker()` says
+   * whether a worker of r's own node is free to take the work now; it is asked only once the
+   * delay has passed. Pure: the same answer for the same inputs.
+   */
+  template <class HomeHasFreeWorker>
+  static steal_decision steal_rule(const steal_source& r, std::uint64_t idle_since, std::uint64_t now,
+                                   HomeHasFreeWorker&& home_has_free_worker) {
+    steal_decision d;
+    if (r.delay_ns == 0) {
+      d.take = true;
+      return d;
+    }
+    if (idle_since == 0) return d;  // not idle yet: remote work must wait
+    const std::uint64_t ready = idle_since > UINT64_MAX - r.delay_ns ? UINT64_MAX : idle_since + r.delay_ns;
+    if (now < ready) {
+      d.look_again_at = ready;
+      return d;
+    }
+    // Work its own node can start now is left to it: thieves take only what the home node
+    // cannot, so a burst of submissions is not scattered while the home node's workers wake.
+    if (home_has_free_worker()) {
+      d.look_again_at = now > UINT64_MAX - r.delay_ns ? UINT64_MAX : now + r.delay_ns;
+      return d;
+    }
+    d.take = true;
+    return d;
+  }
+
+  /**
+   * node_policy::exec: the node with the least unfinished work per worker, `unfinished(i)` and
+   * `workers(i)` for node index i; ties go to the first from `start` on (a rotating start lets
+   * equal nodes share new work).
+   */
+  template <class Unfinished, class Workers>
+  std::size_t least_loaded(std::size_t start, Unfinished&& unfinished, Workers&& workers) const {
+    const std::size_t count = nodes_.size();
+    std::size_t best = start % count;
+    std::int64_t best_load = 0, best_workers = 1;
+    for (std::size_t k = 0; k < count; ++k) {
+      const std::size_t i = (start + k) % count;
+      const std::int64_t load = unfinished(i);
+      const auto w = static_cast<std::int64_t>(workers(i));
+      if (k == 0 || load * best_workers < best_load * w) {
+        best = i;
+        best_load = load;
+        best_workers = w;
+      }
+    }
+    return best;
+  }
+
+ private:
+  std::vector<int> nodes_;
+  bool local_only_;
+  std::vector<std::uint64_t> delays_;                 // [from * count + to]
+  std::vector<std::vector<steal_source>> remotes_;   // by distance from the thief
+  std::vector<std::vector<std::size_t>> thieves_;    // by their distance towards the node
+  std::vector<std::pair<int, std::size_t>> nearest_;
+};
+
+}  // namespace numaaff::detail

@@ -1,0 +1,238 @@
+// The scheduling rules as tables (layer 1, no threads, no clock): the steal plan's orders,
+// delays, wake-up order and nearest node on synthetic distance matrices (4x1, 2x2, asymmetric,
+// 8 nodes, 10/100), the steal rule's decision for each combination of delay, idle time, clock
+// and home-node state, the exec policy's choice, and the index partition.
+#include <numaaff/detail/steal_plan.hpp>
+#include <numaaff/partition.hpp>
+#include <numaaff/topology.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace {
+
+using numaaff::detail::steal_decision;
+using numaaff::detail::steal_plan;
+using numaaff::detail::steal_source;
+using matrix = std::vector<std::vector<int>>;
+using std::chrono::microseconds;
+constexpr std::uint64_t us = 1000;  // ns
+constexpr std::uint64_t never = UINT64_MAX;
+
+enum class mode { distance, local_only, free };
+
+// A plan over nodes 0..n-1 (or `pool`, a subset) of matrix m, rows "from".
+steal_plan plan_of(const matrix& m, mode s = mode::distance, microseconds unit = microseconds(50),
+                   std::vector<int> pool = {}) {
+  std::vector<int> all;
+  for (std::size_t i = 0; i < m.size(); ++i) all.push_back(static_cast<int>(i));
+  if (pool.empty()) pool = all;
+  return steal_plan(pool, all, [&m](int a, int b) { return m[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)]; },
+                    s == mode::local_only, s == mode::free, unit);
+}
+
+matrix uniform(std::size_t n, int remote) {
+  matrix m(n, std::vector<int>(n, remote));
+  for (std::size_t i = 0; i < n; ++i) m[i][i] = 10;
+  return m;
+}
+
+// Remote node numbers and delays (us) of `from`, as the plan gives them.
+std::vector<std::pair<int, std::uint64_t>> remotes(const steal_plan& p, std::size_t from) {
+  std::vector<std::pair<int, std::uint64_t>> out;
+  for (const steal_source& r : p.remotes(from)) out.emplace_back(p.node(r.node_index), r.delay_ns / us);
+  return out;
+}
+
+std::vector<int> wake_order(const steal_plan& p, std::size_t home, bool bound) {
+  std::vector<int> out;
+  for (std::size_t i : p.wake_after(home, bound)) out.push_back(p.node(i));
+  return out;
+}
+
+using order = std::vector<std::pair<int, std::uint64_t>>;
+
+TEST(StealPlan, FourSingleNodePackagesAt20AndAt100) {
+  const steal_plan p20 = plan_of(uniform(4, 20));
+  const steal_plan p100 = plan_of(uniform(4, 100));
+  for (std::size_t from = 0; from < 4; ++from) {
+    order want20, want100;
+    for (int r = 0; r < 4; ++r)
+      if (static_cast<std::size_t>(r) != from) {
+        want20.emplace_back(r, 50);  // 50 us * (20 - 10) / 10
+        want100.emplace_back(r, 450);  // 50 us * (100 - 10) / 10
+      }
+    EXPECT_EQ(remotes(p20, from), want20) << "from " << from;
+    EXPECT_EQ(remotes(p100, from), want100) << "from " << from;
+    EXPECT_EQ(p20.delay_ns(from, from), 0u);
+  }
+  EXPECT_EQ(wake_order(p20, 2, false), (std::vector<int>{0, 1, 3}));  // ties by node number
+}
+
+TEST(StealPlan, TwoPackagesOfTwoNodesStealInsideThePackageFirst) {
+  const matrix m = {{10, 12, 20, 20}, {12, 10, 20, 20}, {20, 20, 10, 12}, {20, 20, 12, 10}};
+  const steal_plan p = plan_of(m);
+  EXPECT_EQ(remotes(p, 0), (order{{1, 10}, {2, 50}, {3, 50}}));
+  EXPECT_EQ(remotes(p, 3), (order{{2, 10}, {0, 50}, {1, 50}}));
+  EXPECT_EQ(wake_order(p, 1, false), (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(wake_order(p, 2, false), (std::vector<int>{3, 0, 1}));
+}
+
+TEST(StealPlan, AsymmetricMatricesUseTheThiefsRowToStealAndTheOthersRowsToWake) {
+  // Rows are "from", as some firmware reports.
+  const matrix m = {{10, 40, 20, 30}, {25, 10, 20, 30}, {30, 20, 10, 20}, {40, 30, 15, 10}};
+  const steal_plan p = plan_of(m);
+  EXPECT_EQ(remotes(p, 0), (order{{2, 50}, {3, 100}, {1, 150}}));
+  EXPECT_EQ(remotes(p, 3), (order{{2, 25}, {1, 100}, {0, 150}}));
+  EXPECT_EQ(remotes(p, 2), (order{{1, 50}, {3, 50}, {0, 100}}));
+  // Whom to wake for node 0's work: the nodes whose own distance to 0 is smallest.
+  EXPECT_EQ(wake_order(p, 0, false), (std::vector<int>{1, 2, 3}));  // 25, 30, 40
+  EXPECT_EQ(wake_order(p, 2, false), (std::vector<int>{3, 0, 1}));  // 15, 20, 20
+}
+
+TEST(StealPlan, EightNodesOnARing) {
+  matrix m(8, std::vector<int>(8));
+  for (int a = 0; a < 8; ++a)
+    for (int b = 0; b < 8; ++b) {
+      const int hops = std::min((a - b + 8) % 8, (b - a + 8) % 8);
+      m[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)] = 10 + 10 * hops;
+    }
+  const steal_plan p = plan_of(m, mode::distance, microseconds(10));
+  EXPECT_EQ(remotes(p, 0), (order{{1, 10}, {7, 10}, {2, 20}, {6, 20}, {3, 30}, {5, 30}, {4, 40}}));
+  EXPECT_EQ(remotes(p, 5), (order{{4, 10}, {6, 10}, {3, 20}, {7, 20}, {0, 30}, {2, 30}, {1, 40}}));
+  EXPECT_EQ(wake_order(p, 4, false), (std::vector<int>{3, 5, 2, 6, 1, 7, 0}));
+}
+
+TEST(StealPlan, LocalOnlyHasNoRemotesAndWakesNobodyElse) {
+  const steal_plan p = plan_of(uniform(4, 20), mode::local_only);
+  for (std::size_t from = 0; from < 4; ++from) {
+    EXPECT_TRUE(p.remotes(from).empty());
+    EXPECT_TRUE(p.wake_after(from, false).empty());
+  }
+}
+
+TEST(StealPlan, FreeStealingHasNoDelaysAndBoundWorkWakesNobodyElse) {
+  const steal_plan p = plan_of(uniform(4, 100), mode::free);
+  EXPECT_EQ(remotes(p, 1), (order{{0, 0}, {2, 0}, {3, 0}}));
+  EXPECT_EQ(wake_order(p, 1, false), (std::vector<int>{0, 2, 3}));
+  EXPECT_TRUE(p.wake_after(1, true).empty());
+}
+
+TEST(StealPlan, APoolOnSomeNodesMapsEveryNodeToItsNearestPoolNode) {
+  const matrix m = {{10, 30, 20, 40}, {30, 10, 40, 20}, {20, 40, 10, 30}, {40, 20, 30, 10}};
+  const steal_plan p = plan_of(m, mode::distance, microseconds(50), {1, 2});
+  EXPECT_EQ(p.node_count(), 2u);
+  EXPECT_EQ(p.index_of(2), 1u);
+  EXPECT_EQ(p.index_of(0), steal_plan::no_node);
+  EXPECT_EQ(p.nearest(1), 0u);
+  EXPECT_EQ(p.nearest(2), 1u);
+  EXPECT_EQ(p.nearest(0), 1u);  // 0 -> 2 is 20, 0 -> 1 is 30
+  EXPECT_EQ(p.nearest(3), 0u);  // 3 -> 1 is 20
+  EXPECT_EQ(p.nearest(42), 0u);  // not a node: the first
+  EXPECT_EQ(remotes(p, 0), (order{{2, 150}}));
+}
+
+TEST(StealPlan, DelaysSaturateAtNeverInsteadOfOverflowing) {
+  using numaaff::detail::distance_delay_ns;
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  EXPECT_EQ(distance_delay_ns(2147483647LL * 1000, 2147483647, 10), max);
+  EXPECT_EQ(distance_delay_ns(max, 20, 10), max);
+  EXPECT_EQ(distance_delay_ns(max / 1000 * 1000, 20, 10), max / 1000 * 1000);  // exact up to the limit
+  EXPECT_EQ(distance_delay_ns(7, 13, 10), 2);  // 7 * 3 / 10, rounded down
+  EXPECT_EQ(distance_delay_ns(1000, 5, 10), 0);  // nearer than local: no delay
+  const steal_plan p = plan_of(uniform(2, 20), mode::distance, microseconds::max());
+  EXPECT_EQ(p.delay_ns(0, 1), static_cast<std::uint64_t>(max));
+}
+
+// One row per situation a worker can be in when a remote node has stealable work.
+TEST(StealRule, EveryCaseOfDelayIdleTimeAndHomeNode) {
+  struct row {
+    const char* what;
+    std::uint64_t delay, idle_since, now;
+    bool home_free;
+    bool take;
+    std::uint64_t look_again_at;
+    bool asks_home;
+  };
+  const row rows[] = {
+      {"no delay (free stealing): take at once, even before idling", 0, 0, 0, true, true, never, false},
+      {"no delay and idle", 0, 100, 500, true, true, never, false},
+      {"not idle yet: remote work must wait, no deadline", 50, 0, 0, false, false, never, false},
+      {"idle, delay not over: look again when it is", 50, 100, 120, false, false, 150, false},
+      {"idle, delay just over, home node busy: take", 50, 100, 150, false, true, never, true},
+      {"idle, delay over, home node has a free worker: leave it, look again a delay later", 50, 100, 170, true,
+       false, 220, true},
+      {"a delay of never: never, and no wrapped deadline", never, 100, never - 1, false, false, never, false},
+      {"deadline near the end of time saturates", 50, never - 10, never - 5, false, false, never, false},
+  };
+  for (const row& r : rows) {
+    bool asked = false;
+    const steal_decision d = steal_plan::steal_rule(steal_source{1, r.delay}, r.idle_since, r.now, [&] {
+      asked = true;
+      return r.home_free;
+    });
+    EXPECT_EQ(d.take, r.take) << r.what;
+    EXPECT_EQ(d.look_again_at, r.look_again_at) << r.what;
+    EXPECT_EQ(asked, r.asks_home) << r.what;
+  }
+}
+
+TEST(ExecPolicy, TheLeastUnfinishedWorkPerWorkerTiesRotating) {
+  const steal_plan p = plan_of(uniform(4, 20));
+  struct row {
+    std::vector<long> unfinished;
+    std::vector<std::size_t> workers;
+    std::size_t start;
+    std::size_t want;
+  };
+  const row rows[] = {
+      {{4, 2, 1, 1}, {1, 1, 1, 1}, 0, 2},
+      {{4, 2, 1, 1}, {1, 1, 1, 1}, 3, 3},  // a tie: the first from the start
+      {{0, 0, 0, 0}, {1, 1, 1, 1}, 6, 2},  // start wraps
+      {{2, 3, 9, 9}, {1, 2, 1, 1}, 0, 1},  // 3 / 2 workers < 2 / 1
+      {{2, 4, 9, 9}, {1, 2, 1, 1}, 0, 0},  // 4 / 2 == 2 / 1: the first from the start
+      {{2, 4, 9, 9}, {1, 2, 1, 1}, 1, 1},
+  };
+  for (const row& r : rows)
+    EXPECT_EQ(p.least_loaded(
+                  r.start, [&](std::size_t i) { return static_cast<std::int64_t>(r.unfinished[i]); },
+                  [&](std::size_t i) { return r.workers[i]; }),
+              r.want)
+        << "start " << r.start;
+}
+
+TEST(IndexPartition, StaticBlocksPerWorkerAndContiguousPerNode) {
+  const numaaff::index_partition part({0, 0, 1, 1, 1});
+  const auto w = part.worker_blocks(0, 12);  // 12 over 5: 3, 3, 2, 2, 2
+  ASSERT_EQ(w.size(), 5u);
+  const std::size_t firsts[] = {0, 3, 6, 8, 10};
+  for (std::size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(w[i].first, firsts[i]);
+    EXPECT_EQ(w[i].last, i + 1 < 5 ? firsts[i + 1] : 12u);
+  }
+  const auto n = part.node_blocks(100, 112);
+  ASSERT_EQ(n.size(), 2u);
+  EXPECT_EQ(n[0].node, 0);
+  EXPECT_EQ(n[0].first, 100u);
+  EXPECT_EQ(n[0].last, 106u);
+  EXPECT_EQ(n[1].node, 1);
+  EXPECT_EQ(n[1].last, 112u);
+  EXPECT_TRUE(part.node_blocks(5, 5).empty());
+  // Three indices over five workers: two empty worker blocks, no empty task.
+  EXPECT_EQ(part.worker_blocks(0, 3).size(), 5u);
+  EXPECT_EQ(part.task_blocks(0, 3, 0).size(), 3u);
+  // A grain cuts each worker block evenly into pieces of at most `grain`.
+  const auto t = part.task_blocks(0, 12, 2);  // 3 -> 2+1, 3 -> 2+1, 2, 2, 2
+  ASSERT_EQ(t.size(), 7u);
+  EXPECT_EQ(t[0].last - t[0].first, 2u);
+  EXPECT_EQ(t[1].last - t[1].first, 1u);
+  EXPECT_EQ(t[6].node, 1);
+  EXPECT_EQ(numaaff::static_block(10, 4, 1), (std::pair<std::size_t, std::size_t>{3, 6}));
+}
+
+}  // namespace
