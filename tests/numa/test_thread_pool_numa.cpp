@@ -1,6 +1,7 @@
 // The thread pool on a real multi-node kernel (inside the emulated VM). Where a task ran is
 // checked with sched_getcpu and the kernel's sysfs CPU lists, where its memory went with a raw
 // move_pages query: never with the pool's own bookkeeping.
+#include <numaaff/allocator.hpp>
 #include <numaaff/thread_pool.hpp>
 
 #include "../common/numa_test.hpp"

@@ -1,0 +1,144 @@
+// Completion of a thread_pool's work: a *group* (a task_group, a parallel_for, or the whole
+// pool) counts its unfinished tasks and keeps the first exception one of them threw; the pool
+// counts its groups with work pending, and waiters sleep on one event that fires whenever a
+// group completes.
+//
+// The rules:
+// - A task is counted into its group before it is queued and out after it ran (or was
+//   discarded): a waiter never sees a group done while one of its tasks exists.
+// - The moment a group's count reaches zero its waiter may return and destroy it, so the
+//   finishing thread touches nothing of the group afterwards: it wakes the waiters through the
+//   pool's event, which outlives every group.
+// - The pool-wide group (wait(), the destructor) also waits for the work of task groups.
+// - The first exception wins; a wait rethrows it once and the group starts afresh. A group
+//   whose tasks cancel() discarded reports that at its wait (operation_canceled), unless one
+//   of its tasks threw.
+#pragma once
+
+#include "futex.hpp"
+#include "throw.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <system_error>
+#include <thread>
+
+namespace numaaff::detail {
+
+/// Completion and first error of a set of tasks.
+struct group_state {
+  std::atomic<std::size_t> pending{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;  // written by the one task that set `failed`, read once pending is 0
+  std::atomic<bool> cancelled{false};  // cancel() discarded some of its tasks
+
+  void capture(std::exception_ptr e) noexcept {
+    bool expected = false;
+    if (failed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) error = std::move(e);
+  }
+  /// True for the task that finished the group (the caller then wakes the waiters).
+  bool finish_one() noexcept { return pending.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  std::exception_ptr take_error() noexcept {
+    if (!failed.load(std::memory_order_acquire)) return nullptr;
+    std::exception_ptr e = std::move(error);
+    error = nullptr;
+    failed.store(false, std::memory_order_release);
+    return e;
+  }
+  /// Once pending is 0: rethrows the first task's exception, else reports the tasks cancel()
+  /// discarded (so a wait never returns as if they had run); the group then starts afresh.
+  /// `what` names the wait and what was discarded.
+  void rethrow(const char* what) {
+    const bool discarded = cancelled.exchange(false, std::memory_order_relaxed);
+    if (std::exception_ptr e = take_error()) std::rethrow_exception(e);
+    if (discarded) throw_system_error(std::make_error_code(std::errc::operation_canceled), what);
+  }
+};
+
+/// The pool's side of completion: the pool-wide group, the count of groups with work, and the
+/// event their completion fires.
+class completion {
+ public:
+  /// The pool-wide group: tasks submitted without a group, and the errors of post()ed ones.
+  group_state& all() noexcept { return all_; }
+
+  /// Counts a new task into `g` (null: the pool-wide group), before it is queued.
+  void started(group_state* g) noexcept {
+    if (g == nullptr) all_.pending.fetch_add(1, std::memory_order_relaxed);
+    else if (g->pending.fetch_add(1, std::memory_order_seq_cst) == 0) active_groups_.fetch_add(1, std::memory_order_seq_cst);
+  }
+
+  /// Counts a task out of `g` (null: the pool-wide group); wakes waiters when `g` completes.
+  void finish(group_state* g) noexcept {
+    if (g != nullptr) {
+      if (g->finish_one()) {  // `g` may be gone from here on
+        active_groups_.fetch_sub(1, std::memory_order_seq_cst);
+        done_.notify_all();
+      }
+    } else if (all_.finish_one()) {
+      done_.notify_all();
+    }
+  }
+
+  /// Tasks still to finish for `g`; for the pool-wide group, groups with work count too.
+  std::size_t outstanding(const group_state& g) const noexcept {
+    const std::size_t own = g.pending.load(std::memory_order_seq_cst);
+    if (&g != &all_) return own;
+    // A transiently negative count (a group finishing as another starts) means none.
+    const long groups = active_groups_.load(std::memory_order_seq_cst);
+    return own + (groups > 0 ? static_cast<std::size_t>(groups) : 0);
+  }
+
+  /**
+   * Returns once `g` has nothing outstanding. Meanwhile, if `can_help`, calls
+   * `try_help(idle_since)` (true if it ran a task; idle_since is 0 right after one ran, else
+   * when this thread last found nothing), spins for `spin_ns`, then sleeps until a group
+   * completes. A helper sleeps at most 50 us, doubling to 1 ms: work it could help with does
+   * not wake it (it is not one of its node's sleepers).
+   */
+  template <class TryHelp>
+  void wait_for(const group_state& g, bool can_help, std::uint64_t spin_ns, TryHelp&& try_help) {
+    if (outstanding(g) == 0) return;
+    std::uint64_t idle_since = monotonic_ns();
+    std::uint64_t sleep_ns = first_sleep_ns;
+    for (unsigned round = 0; outstanding(g) != 0; ++round) {
+      if (can_help && try_help(idle_since)) {
+        idle_since = 0;
+        sleep_ns = first_sleep_ns;
+        continue;
+      }
+      if (idle_since == 0) idle_since = monotonic_ns();
+      if (round % spins_per_check != spins_per_check - 1) {
+        cpu_relax();
+        continue;
+      }
+      if (monotonic_ns() - idle_since < spin_ns) {
+        std::this_thread::yield();
+        continue;
+      }
+      const std::uint32_t key = done_.prepare_wait();
+      if (outstanding(g) == 0) {
+        done_.cancel_wait();
+        break;
+      }
+      done_.commit_wait(key, can_help ? std::chrono::nanoseconds(sleep_ns) : std::chrono::nanoseconds(-1));
+      sleep_ns = sleep_ns * 2 < last_sleep_ns ? sleep_ns * 2 : last_sleep_ns;
+    }
+  }
+
+  /// Spins between two looks at the clock (and between two yields), for workers and waiters.
+  static constexpr unsigned spins_per_check = 32;
+
+ private:
+  static constexpr std::uint64_t first_sleep_ns = 50000;
+  static constexpr std::uint64_t last_sleep_ns = 1000000;
+
+  group_state all_;
+  event_count done_;
+  std::atomic<long> active_groups_{0};
+};
+
+}  // namespace numaaff::detail

@@ -1,0 +1,690 @@
+// The scheduler behind thread_pool: workers, their deques, the node queues, wake-ups and
+// sleeping, the run loop, helping waiters and cancel. It decides nothing itself: which nodes,
+// which CPUs, whom to steal from and when, whom to wake and which node a policy picks all come
+// from the steal plan (steal_plan.hpp); counting tasks in and out of groups and waiting for
+// them is completion's (completion.hpp). thread_pool (thread_pool.hpp) builds the
+// configuration from a topology and the options and is the public face.
+//
+// Queues. Each worker owns a work-stealing deque (it pushes and pops at the bottom, others
+// steal from the top). Each node has a queue for work sent to it from elsewhere and one for
+// work bound to it; a worker of the node takes a batch from the former into its deque. A
+// thread outside the pool submits into a deque of its own (an external slot, like oneTBB's
+// slot for an application thread), claimed on its first submission.
+//
+// Look order of an idle worker: its deque, its node's queues, its siblings' deques and the
+// node's external slots, then the remote nodes the plan lists, as the steal rule allows.
+// Waking: a submission wakes a sleeper of the task's node unless one is spinning, else the
+// nearest node (plan.wake_after) that has a sleeper, which then waits out its delay.
+#pragma once
+
+#include "../errors.hpp"
+#include "block_cache.hpp"
+#include "completion.hpp"
+#include "futex.hpp"
+#include "homenode.hpp"
+#include "pinning.hpp"
+#include "steal_plan.hpp"
+#include "text.hpp"
+#include "throw.hpp"
+#include "work_deque.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace numaaff::detail {
+
+struct pool_task {
+  virtual ~pool_task() = default;
+  virtual void execute() = 0;
+  int home = -1;
+  bool bound = false;  // runs on its homenode's workers only
+  group_state* group = nullptr;
+
+  // Small tasks (nearly all) come from the recycling block cache: a task is usually freed by
+  // another thread than the one that made it, the pattern malloc handles worst.
+  static void* operator new(std::size_t n) {
+    return n <= block_cache::block_size ? block_cache::allocate() : ::operator new(n);
+  }
+  static void operator delete(void* p, std::size_t n) noexcept {
+    if (n <= block_cache::block_size) block_cache::deallocate(p);
+    else ::operator delete(p);
+  }
+  static void* operator new(std::size_t n, std::align_val_t a) { return ::operator new(n, a); }
+  static void operator delete(void* p, std::size_t, std::align_val_t a) noexcept { ::operator delete(p, a); }
+};
+
+template <class F>
+struct fn_task final : pool_task {
+  template <class G>
+  explicit fn_task(G&& fn) : f(std::forward<G>(fn)) {}
+  void execute() override { f(); }
+  F f;
+};
+
+struct pool_worker {
+  pool_worker(std::size_t i, std::size_t ni, int n, int c) : index(i), node_index(ni), node(n), cpu(c) {}
+  std::size_t index;
+  std::size_t node_index;
+  int node;
+  int cpu;  // -1: not bound
+  work_deque<pool_task*> deque;
+  std::thread thread;
+  std::atomic<bool> busy{false};  // running a task (the exec policy's load)
+  std::atomic<std::uint64_t> executed{0}, stolen_local{0}, stolen_remote{0}, sleeps{0};
+};
+
+struct pool_node {
+  int node = -1;
+  std::vector<pool_worker*> workers;
+  spin_lock lock;
+  std::deque<pool_task*> queue;        // stealable work sent to this node
+  std::deque<pool_task*> bound_queue;  // work that must run here
+  // Sizes of the two queues, stored under the lock, read without it (plain stores: no
+  // contended read-modify-write per task).
+  std::atomic<std::int64_t> in_queue{0};
+  std::atomic<std::int64_t> in_bound_queue{0};
+  std::atomic<int> spinning{0};  // workers searching before they sleep: no wake-up needed
+  // Under node_policy::exec only: tasks homed here, queued or running, counted from before
+  // they are queued until after they finish, so that exec never reads a task as gone while a
+  // worker moves it between queues or has taken it but not yet started it.
+  std::atomic<std::int64_t> unfinished{0};
+  event_count sleep;
+};
+
+/// A deque a thread outside the pool submits into, like oneTBB's slot for an application
+/// thread: its submissions cost no lock and no shared cache line. Claimed by one thread at a
+/// time (it owns the bottom); workers steal from it. Shared with the thread's binding, so a
+/// thread that outlives the pool (or the reverse) never touches freed memory.
+struct external_slot {
+  std::atomic<bool> claimed{false};
+  std::atomic<std::size_t> node_index{0};  // the node whose work it holds
+  work_deque<pool_task*> deque;
+};
+
+/// The slot the calling outside thread holds in one pool (the last one it submitted to).
+struct external_binding {
+  std::uint64_t pool_id = 0;
+  std::shared_ptr<external_slot> slot;
+  void release() noexcept {
+    if (slot) slot->claimed.store(false, std::memory_order_release);
+    slot.reset();
+    pool_id = 0;
+  }
+  external_binding() = default;
+  external_binding(const external_binding&) = delete;
+  external_binding& operator=(const external_binding&) = delete;
+  ~external_binding() { release(); }
+};
+inline thread_local external_binding this_external{};
+inline std::atomic<std::uint64_t> next_pool_id{1};
+
+/// How many fork()s lie between this process and the first: a child counts one more than its
+/// parent (a pthread_atfork handler). A pool compares it with the count at its construction, a
+/// load per call where getpid() would be a system call. (A raw clone() or vfork() is not seen:
+/// their child may only exec or exit anyway.)
+inline std::atomic<unsigned> forks_seen{0};
+inline unsigned fork_count() noexcept {
+  static const bool registered =
+      ::pthread_atfork(nullptr, nullptr, [] { forks_seen.fetch_add(1, std::memory_order_relaxed); }) == 0;
+  (void)registered;  // without the handler (no memory) a child is not detected, as before
+  return forks_seen.load(std::memory_order_relaxed);
+}
+// First initialised during static initialisation, before any thread can fork: a child forked
+// while another thread runs a C++ static's first initialisation waits on its guard forever.
+inline const unsigned fork_counter_ready = fork_count();
+
+class scheduler;
+
+/// The scheduler a thread works for, if any, and which worker it is.
+struct worker_context {
+  const scheduler* sched = nullptr;
+  pool_worker* self = nullptr;
+};
+inline thread_local worker_context this_worker{};
+
+/// How the homenode of work submitted without one is chosen (numaaff::node_policy).
+enum class home_choice { fork, exec, round_robin };
+
+/// Everything the scheduler is built from; thread_pool derives it from a topology and options.
+struct scheduler_config {
+  explicit scheduler_config(steal_plan p) : plan(std::move(p)) {}
+  steal_plan plan;
+  /// Per pool node index: one entry per worker, the CPU to pin it to or -1 (unbound).
+  std::vector<std::vector<int>> worker_cpus;
+  home_choice policy = home_choice::fork;
+  std::chrono::microseconds spin{50};
+  /// The plan's nodes are this machine's (a task's homenode may place memory), not logical
+  /// nodes of a synthetic or XML topology.
+  bool kernel_nodes = true;
+  /// A one-node pool on a one-node machine: an outside thread that waits may run its own
+  /// submissions (it cannot be moved off their node: there is no other).
+  bool outside_threads_help = false;
+  /// The calling thread's homenode (fork policy); may throw.
+  int (*homenode)() = nullptr;
+  /// The node the caller runs on, -1 if unknown.
+  int (*current_node)() noexcept = nullptr;
+  /// The object thread_pool::current() returns for this scheduler's workers.
+  const void* owner = nullptr;
+};
+
+class scheduler {
+ public:
+  /// Starts the workers. @throws std::system_error if a thread cannot be created (the ones
+  /// started are stopped and joined first).
+  explicit scheduler(scheduler_config config);
+  /// Finishes every task (including what they submit), then joins the workers; in a forked
+  /// child returns at once (see the destructor's comment).
+  ~scheduler();
+  scheduler(const scheduler&) = delete;
+  scheduler& operator=(const scheduler&) = delete;
+
+  template <class F>
+  pool_task* make_task(F&& f, std::size_t node_index, bool bound, group_state* group) {
+    auto* t = new fn_task<std::decay_t<F>>(std::forward<F>(f));
+    t->home = config_.plan.node(node_index);
+    t->bound = bound;
+    t->group = group;
+    return t;
+  }
+  /// Counts `t` into its group and queues it where it should run; wakes whom the plan says.
+  void enqueue(pool_task* t);
+  /// The node index for work submitted without a homenode (the policy).
+  std::size_t policy_node();
+  /// Runs tasks (a worker: of its node; an outside thread: its own submissions, where
+  /// config.outside_threads_help) until `g` has nothing outstanding.
+  void help_until_done(group_state& g);
+  /// Sleeps until every task, and every group's, has finished (the pool-wide wait).
+  void wait_all() { done_.wait_for(done_.all(), false, spin_ns(), [](std::uint64_t) { return false; }); }
+  /// Discards every task that has not started. @return how many.
+  std::size_t cancel();
+
+  const steal_plan& plan() const noexcept { return config_.plan; }
+  std::size_t index_of(int node) const noexcept { return config_.plan.index_of(node); }
+  /// The index of pool node `n`. @throws std::invalid_argument naming `fn` otherwise.
+  std::size_t checked_node(int n, const char* fn) const {
+    const std::size_t i = index_of(n);
+    if (i == steal_plan::no_node)
+      throw_invalid_argument(std::string("thread_pool::") + fn + ": node " + std::to_string(n) +
+                             " is not one of the pool's nodes (" + format_list(config_.plan.nodes()) + ")");
+    return i;
+  }
+  completion& done() noexcept { return done_; }
+  const std::vector<std::unique_ptr<pool_worker>>& workers() const noexcept { return workers_; }
+  const pool_node& node_state(std::size_t i) const noexcept { return *nodes_[i]; }
+  bool all_workers_bound() const noexcept { return bound_; }
+  const void* owner() const noexcept { return config_.owner; }
+  bool is_own_worker() const noexcept { return this_worker.sched == this; }
+  /// True in a child forked after the scheduler was made: its workers are the parent's.
+  bool forked() const noexcept { return forks_seen.load(std::memory_order_relaxed) != forks_; }
+  /// Throws in such a child, before the call allocates a task or touches a queue (a worker of
+  /// the parent may have held a queue's lock at the fork, and none would run the task).
+  void check_process(const char* fn) const {
+    if (forked()) throw_system_error(errc::used_after_fork, fn);
+  }
+
+ private:
+  /// External slots per scheduler: outside threads beyond these use the node queues.
+  static constexpr std::size_t external_slots = 8;
+  /// Tasks at most that a worker takes from its node's queue into its deque at once.
+  static constexpr std::size_t queue_batch = 32;
+
+  std::uint64_t spin_ns() const noexcept { return static_cast<std::uint64_t>(saturated_ns(config_.spin)); }
+  void push_to_queue(pool_node& n, pool_task* t);
+  void wake_for(std::size_t node_index, bool bound) noexcept;
+  /// The next task for worker `self`. Sets `deadline` to when a remote node's delay expires.
+  pool_task* find_task(pool_worker& self, std::uint64_t idle_since, std::uint64_t& deadline);
+  /// The calling outside thread's slot, claimed on first use, if it holds node `ni`'s work.
+  external_slot* own_slot(std::size_t ni) noexcept;
+  /// A task stolen from node `ni`'s workers (other than `self`) or outside slots.
+  pool_task* steal_from(std::size_t ni, const pool_worker* self);
+  bool has_stealable(std::size_t ni) const noexcept;
+  /// Some worker of node `ni` is not running a task, i.e. free to take that node's work.
+  bool has_idle_workers(std::size_t ni) const noexcept;
+  /// One task from node `n`'s queues; a worker of the node (`into`) takes a batch into its deque.
+  pool_task* take_from_queues(pool_node& n, bool include_bound, pool_worker* into);
+  void run_task(pool_task* t, pool_worker* self) noexcept;
+  void worker_main(pool_worker& w);
+
+  scheduler_config config_;
+  std::vector<std::unique_ptr<pool_node>> nodes_;
+  std::vector<std::unique_ptr<pool_worker>> workers_;
+  completion done_;
+  std::vector<std::shared_ptr<external_slot>> slots_;
+  const std::uint64_t id_ = next_pool_id.fetch_add(1, std::memory_order_relaxed);
+  const unsigned forks_ = fork_count();  // registers the fork counter, then reads it
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> round_robin_{0};
+  bool bound_ = false;
+};
+
+/**
+ * A set of tasks whose end one thread waits for (a task_group, a parallel_for): its tasks are
+ * counted in its group, and its destructor waits for those still running, so tasks that refer
+ * to the caller's frame never outlive it, even when the caller leaves by an exception.
+ */
+class group_scope {
+ public:
+  explicit group_scope(scheduler& s) noexcept : sched_(s) {}
+  ~group_scope() {
+    if (!sched_.forked()) sched_.help_until_done(state_);  // in a forked child nothing would finish
+    state_.take_error();
+  }
+  group_scope(const group_scope&) = delete;
+  group_scope& operator=(const group_scope&) = delete;
+
+  /// Queues f() with homenode `node_index` (bound: never runs elsewhere). If copying f or
+  /// allocating throws, the group is as before.
+  template <class F>
+  void run(F&& f, std::size_t node_index, bool bound) {
+    sched_.enqueue(sched_.make_task(std::forward<F>(f), node_index, bound, &state_));
+  }
+  /// Helps until every task has finished; rethrows the first exception, else reports tasks
+  /// cancel() discarded (std::errc::operation_canceled, `what` naming the wait).
+  void wait(const char* what) {
+    sched_.help_until_done(state_);
+    state_.rethrow(what);
+  }
+  scheduler& sched() const noexcept { return sched_; }
+
+ private:
+  scheduler& sched_;
+  group_state state_;
+};
+
+// ---- implementation ---------------------------------------------------------------------
+
+inline scheduler::scheduler(scheduler_config config) : config_(std::move(config)) {
+  for (std::size_t ni = 0; ni < config_.plan.node_count(); ++ni) {
+    auto n = std::make_unique<pool_node>();
+    n->node = config_.plan.node(ni);
+    for (int cpu : config_.worker_cpus[ni]) {
+      workers_.push_back(std::make_unique<pool_worker>(workers_.size(), ni, n->node, cpu));
+      n->workers.push_back(workers_.back().get());
+    }
+    nodes_.push_back(std::move(n));
+  }
+  for (std::size_t k = 0; k < external_slots; ++k) slots_.push_back(std::make_shared<external_slot>());
+
+  // Start the workers; each reports whether its binding took.
+  std::atomic<std::size_t> unbound{0};
+  std::atomic<std::size_t> started{0};
+  for (auto& w : workers_) {
+    pool_worker* wp = w.get();
+    try {
+      w->thread = std::thread([this, wp, &unbound, &started] {
+        if (wp->cpu >= 0) {
+          if (!pin_to_cpu(wp->cpu)) {
+            wp->cpu = -1;
+            unbound.fetch_add(1);
+          }
+        } else {
+          unbound.fetch_add(1);
+        }
+        started.fetch_add(1);
+        worker_main(*wp);
+      });
+    } catch (const std::system_error&) {
+      stop_.store(true);
+      for (auto& n : nodes_) n->sleep.notify_all();
+      for (auto& x : workers_)
+        if (x->thread.joinable()) x->thread.join();
+      throw;
+    }
+  }
+  while (started.load() < workers_.size()) std::this_thread::yield();
+  bound_ = unbound.load() == 0;
+}
+
+inline scheduler::~scheduler() {
+  if (forked()) {
+    // The workers do not exist here and nothing would finish the queued tasks (they leak).
+    // Joining would wait forever; detaching would write to descriptors that glibc recycled,
+    // at the fork, for the child's next threads. So the handles are dropped without a call:
+    // new empty threads take their storage (no destructor runs on the old ones).
+    for (auto& w : workers_) ::new (static_cast<void*>(&w->thread)) std::thread();
+    return;
+  }
+  wait_all();
+  stop_.store(true, std::memory_order_seq_cst);
+  for (auto& n : nodes_) n->sleep.notify_all();
+  for (auto& w : workers_)
+    if (w->thread.joinable()) w->thread.join();
+}
+
+inline std::size_t scheduler::policy_node() {
+  switch (config_.policy) {
+    case home_choice::fork:
+      return config_.plan.nearest(config_.homenode());
+    case home_choice::round_robin:
+      return round_robin_.fetch_add(1, std::memory_order_relaxed) % nodes_.size();
+    case home_choice::exec:
+      return config_.plan.least_loaded(
+          round_robin_.fetch_add(1, std::memory_order_relaxed),
+          [&](std::size_t i) { return nodes_[i]->unfinished.load(std::memory_order_acquire); },
+          [&](std::size_t i) { return nodes_[i]->workers.size(); });
+  }
+  return 0;
+}
+
+inline void scheduler::help_until_done(group_state& g) {
+  if (done_.outstanding(g) == 0) return;
+  pool_worker* self = is_own_worker() ? this_worker.self : nullptr;
+  external_slot* own = nullptr;
+  if (self == nullptr && config_.outside_threads_help) {
+    // An outside thread is not pinned: a task it ran could move off its homenode with it, in
+    // the middle of a first touch. So it helps only where no other node exists to move to (a
+    // one-node pool on the node it runs on), with its own submissions (LIFO, as a worker
+    // would); otherwise it only waits.
+    const external_binding& b = this_external;
+    if (config_.current_node() == config_.plan.node(0) && b.pool_id == id_ && b.slot &&
+        b.slot->node_index.load(std::memory_order_relaxed) == 0)
+      own = b.slot.get();
+  }
+  // The pool-wide wait only sleeps: the caller is usually an unbound thread, and running a
+  // task there would put it off its node.
+  const bool can_help = &g != &done_.all() && (self != nullptr || own != nullptr);
+  done_.wait_for(g, can_help, spin_ns(), [&](std::uint64_t idle_since) {
+    std::uint64_t deadline = UINT64_MAX;
+    pool_task* t = self != nullptr ? find_task(*self, idle_since, deadline) : own->deque.pop();
+    if (t == nullptr) return false;
+    run_task(t, self);
+    return true;
+  });
+}
+
+inline void scheduler::enqueue(pool_task* t) {
+  // Counted here, once the task exists (a callable whose copy threw, or a node that was
+  // refused, never counts: wait() must not wait for a task that was never made) and before it
+  // is queued (a worker may finish it at once). A group's task is counted by its group (one
+  // shared counter per task, not two).
+  group_state* const g = t->group;
+  done_.started(g);
+  const std::size_t ni = index_of(t->home);
+  const bool bound = t->bound;  // read before queueing: a worker may run and free `t` at once
+  pool_node& n = *nodes_[ni];
+  const bool counted = config_.policy == home_choice::exec;
+  if (counted) n.unfinished.fetch_add(1, std::memory_order_acq_rel);
+  pool_worker* self = is_own_worker() ? this_worker.self : nullptr;
+  external_slot* slot = nullptr;
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+  try {
+#endif
+    if (!bound && self != nullptr && self->node_index == ni) {
+      self->deque.push(t);
+    } else if (!bound && self == nullptr && (slot = own_slot(ni)) != nullptr) {
+      slot->deque.push(t);
+    } else {
+      push_to_queue(n, t);
+    }
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+  } catch (...) {
+    // A deque or queue that could not grow: the task is not queued, so it is not counted.
+    delete t;
+    if (counted) n.unfinished.fetch_sub(1, std::memory_order_acq_rel);
+    done_.finish(g);
+    throw;
+  }
+#endif
+  wake_for(ni, bound);
+}
+
+inline void scheduler::push_to_queue(pool_node& n, pool_task* t) {
+  std::lock_guard<spin_lock> g(n.lock);
+  if (t->bound) {
+    n.bound_queue.push_back(t);
+    n.in_bound_queue.store(static_cast<std::int64_t>(n.bound_queue.size()), std::memory_order_relaxed);
+  } else {
+    n.queue.push_back(t);
+    n.in_queue.store(static_cast<std::int64_t>(n.queue.size()), std::memory_order_relaxed);
+  }
+}
+
+inline void scheduler::wake_for(std::size_t ni, bool bound) noexcept {
+  pool_node& n = *nodes_[ni];
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (n.spinning.load(std::memory_order_seq_cst) > 0 || n.sleep.notify_one()) return;
+  // Nobody on the task's node is free: the nearest sleeping node starts its steal delay (a
+  // remote spinner is not relied on: it may be about to take work of its own).
+  for (std::size_t r : config_.plan.wake_after(ni, bound))
+    if (nodes_[r]->sleep.notify_one()) return;
+}
+
+inline pool_task* scheduler::take_from_queues(pool_node& n, bool include_bound,
+                                                        pool_worker* into) {
+  const bool bound = include_bound && n.in_bound_queue.load(std::memory_order_seq_cst) > 0;
+  if (!bound && n.in_queue.load(std::memory_order_seq_cst) <= 0) return nullptr;
+  pool_task* t = nullptr;
+  std::lock_guard<spin_lock> g(n.lock);
+  if (bound && !n.bound_queue.empty()) {
+    t = n.bound_queue.front();
+    n.bound_queue.pop_front();
+    n.in_bound_queue.store(static_cast<std::int64_t>(n.bound_queue.size()), std::memory_order_relaxed);
+  } else if (!n.queue.empty()) {
+    t = n.queue.front();
+    n.queue.pop_front();
+    // A worker of the node takes a batch into its deque (one lock for many tasks, and its
+    // siblings can still steal them); a thief or an outsider takes one.
+    if (into != nullptr) {
+      const std::size_t batch = std::min<std::size_t>(n.queue.size() / 2, queue_batch);
+      for (std::size_t k = 0; k < batch; ++k) {
+        into->deque.push(n.queue.front());
+        n.queue.pop_front();
+      }
+    }
+    n.in_queue.store(static_cast<std::int64_t>(n.queue.size()), std::memory_order_relaxed);
+  }
+  return t;
+}
+
+inline external_slot* scheduler::own_slot(std::size_t ni) noexcept {
+  external_binding& b = this_external;
+  if (b.pool_id != id_) {
+    b.release();
+    b.pool_id = id_;  // even when every slot is taken: do not scan again on each submission
+    for (const auto& s : slots_) {
+      bool expected = false;
+      if (!s->claimed.load(std::memory_order_relaxed) &&
+          s->claimed.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+        b.slot = s;
+        s->node_index.store(ni, std::memory_order_relaxed);
+        break;
+      }
+    }
+  }
+  external_slot* s = b.slot.get();
+  if (s == nullptr) return nullptr;
+  if (s->node_index.load(std::memory_order_relaxed) != ni) {
+    // The thread's homenode changed: follow it once its old work is gone, else use the queue.
+    if (s->deque.size_hint() != 0) return nullptr;
+    s->node_index.store(ni, std::memory_order_relaxed);
+  }
+  return s;
+}
+
+inline bool scheduler::has_idle_workers(std::size_t ni) const noexcept {
+  // Not only spinners and sleepers: a worker that has just finished a task and not yet looked
+  // for the next one is neither, and a thief that counted it busy took its node's next block
+  // (seen in the VM: back-to-back parallel_fors lost ~3% of their blocks to other nodes).
+  for (const pool_worker* w : nodes_[ni]->workers)
+    if (!w->busy.load(std::memory_order_seq_cst)) return true;
+  return false;
+}
+
+inline bool scheduler::has_stealable(std::size_t ni) const noexcept {
+  const pool_node& n = *nodes_[ni];
+  if (n.in_queue.load(std::memory_order_seq_cst) > 0) return true;
+  for (const pool_worker* w : n.workers)
+    if (w->deque.size_hint() > 0) return true;
+  for (const auto& s : slots_)
+    if (s->node_index.load(std::memory_order_relaxed) == ni && s->deque.size_hint() > 0) return true;
+  return false;
+}
+
+inline pool_task* scheduler::steal_from(std::size_t ni, const pool_worker* self) {
+  const pool_node& n = *nodes_[ni];
+  const std::size_t count = n.workers.size();
+  const std::size_t start = self != nullptr ? self->index : 0;
+  for (std::size_t k = 0; k < count; ++k) {
+    pool_worker* s = n.workers[(start + k) % count];
+    if (s == self) continue;
+    if (pool_task* t = s->deque.steal()) return t;
+  }
+  for (const auto& s : slots_) {
+    if (s->node_index.load(std::memory_order_relaxed) != ni) continue;
+    if (pool_task* t = s->deque.steal()) {
+      if (t->home == n.node) return t;
+      // The slot changed nodes between the check and the steal: the task goes home instead
+      // (its node found before it is queued: a worker there may run and free it at once).
+      const std::size_t home = index_of(t->home);
+      push_to_queue(*nodes_[home], t);
+      wake_for(home, false);
+    }
+  }
+  return nullptr;
+}
+
+inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_since, std::uint64_t& deadline) {
+  pool_node& n = *nodes_[self.node_index];
+  pool_task* t = nullptr;
+  if ((t = self.deque.pop()) != nullptr) return t;
+  if ((t = take_from_queues(n, true, &self)) != nullptr) return t;
+  if ((t = steal_from(self.node_index, &self)) != nullptr) {
+    self.stolen_local.store(self.stolen_local.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    return t;
+  }
+  std::uint64_t now = 0;
+  for (const steal_source& r : config_.plan.remotes(self.node_index)) {
+    const std::size_t ri = r.node_index;
+    if (!has_stealable(ri)) continue;
+    if (r.delay_ns != 0 && idle_since != 0 && now == 0) now = monotonic_ns();
+    const steal_decision d =
+        steal_plan::steal_rule(r, idle_since, now, [&] { return has_idle_workers(ri); });
+    if (!d.take) {
+      deadline = std::min(deadline, d.look_again_at);
+      continue;
+    }
+    t = take_from_queues(*nodes_[ri], false, nullptr);
+    if (t == nullptr) t = steal_from(ri, &self);
+    if (t != nullptr) {
+      self.stolen_remote.store(self.stolen_remote.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      return t;
+    }
+  }
+  return nullptr;
+}
+
+inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
+  // Nested runs (a waiting task helping) must leave the outer task's worker busy.
+  const bool was_busy = self != nullptr && self->busy.load(std::memory_order_relaxed);
+  if (self != nullptr) self->busy.store(true, std::memory_order_seq_cst);
+  const homenode_state saved = thread_home;
+  thread_home = {t->home, config_.kernel_nodes};
+  group_state* g = t->group;
+#if defined(NUMAAFF_NO_EXCEPTIONS)
+  t->execute();
+#else
+  try {
+    t->execute();
+  } catch (...) {
+    (g != nullptr ? *g : done_.all()).capture(std::current_exception());
+  }
+#endif
+  thread_home = saved;
+  if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
+  delete t;
+  if (self != nullptr) {
+    self->busy.store(was_busy, std::memory_order_seq_cst);
+    self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  done_.finish(g);
+}
+
+inline void scheduler::worker_main(pool_worker& w) {
+  this_worker = {this, &w};
+  thread_home = {w.node, config_.kernel_nodes};
+  pool_node& n = *nodes_[w.node_index];
+  const auto spin_ns = static_cast<std::uint64_t>(saturated_ns(config_.spin));
+  for (;;) {
+    std::uint64_t deadline = UINT64_MAX;
+    // The idle clock starts when the first look finds nothing (0: not idle yet).
+    pool_task* t = find_task(w, 0, deadline);
+    std::uint64_t idle_since = t == nullptr ? monotonic_ns() : 0;
+    if (t == nullptr) {
+      // Idle: spin (announced, so submitters skip the wake-up), then sleep.
+      n.spinning.fetch_add(1, std::memory_order_seq_cst);
+      for (unsigned round = 1;; ++round) {
+        deadline = UINT64_MAX;
+        if ((t = find_task(w, idle_since, deadline)) != nullptr) break;
+        if (round % completion::spins_per_check == 0) {
+          if (stop_.load(std::memory_order_acquire) || monotonic_ns() - idle_since >= spin_ns) break;
+          std::this_thread::yield();
+        }
+        cpu_relax();
+      }
+      n.spinning.fetch_sub(1, std::memory_order_seq_cst);
+      // A submitter that saw this worker spinning did not wake anyone; if this worker took a
+      // task and more is waiting, that more may be the submitter's: pass the wake-up on.
+      if (t != nullptr && (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index)))
+        n.sleep.notify_one();
+      while (t == nullptr) {
+        const std::uint32_t key = n.sleep.prepare_wait();
+        deadline = UINT64_MAX;
+        if ((t = find_task(w, idle_since, deadline)) != nullptr) {
+          n.sleep.cancel_wait();
+          break;
+        }
+        if (stop_.load(std::memory_order_seq_cst)) {
+          n.sleep.cancel_wait();
+          return;
+        }
+        w.sleeps.fetch_add(1, std::memory_order_relaxed);
+        const std::uint64_t now = monotonic_ns();
+        const bool timed = deadline != UINT64_MAX;
+        n.sleep.commit_wait(key, timed ? std::chrono::nanoseconds(deadline > now ? deadline - now : 0)
+                                       : std::chrono::nanoseconds(-1));
+        // After sleeping with nothing in sight, the remote-steal clock starts again: work that
+        // appeared meanwhile is offered to its own node's workers first.
+        if (!timed) idle_since = monotonic_ns();
+      }
+    }
+    run_task(t, &w);
+  }
+}
+
+inline std::size_t scheduler::cancel() {
+  std::size_t dropped = 0;
+  for (auto& np : nodes_) {
+    pool_node& n = *np;
+    for (;;) {
+      pool_task* t = take_from_queues(n, true, nullptr);
+      if (t == nullptr) t = steal_from(static_cast<std::size_t>(&np - nodes_.data()), nullptr);
+      if (t == nullptr) break;
+      group_state* g = t->group;
+      if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
+      delete t;
+      // Its group's wait must not return as if it had run (set before finish(): after it, the
+      // group may be gone).
+      if (g != nullptr) g->cancelled.store(true, std::memory_order_relaxed);
+      done_.finish(g);
+      ++dropped;
+    }
+  }
+  return dropped;
+}
+
+}  // namespace numaaff::detail
