@@ -27,7 +27,6 @@
 #include "detail/pinning.hpp"
 #include "detail/text.hpp"
 #include "detail/throw.hpp"
-#include "memory.hpp"
 #include "topology.hpp"
 
 #include <cstdlib>

@@ -282,19 +282,6 @@ namespace detail {
 /// up, and 4096 pages (16 MiB of 4 KiB pages) bounds scratch to 64 KiB.
 inline constexpr std::size_t migration_batch = 4096;
 
-/// The nodes the running kernel has (online), read once; {0} on a kernel without NUMA.
-inline const std::vector<node_id>& kernel_nodes() {
-  static const std::vector<node_id> nodes = [] {
-    std::ifstream in("/sys/devices/system/node/online");
-    std::string text;
-    std::getline(in, text);
-    std::vector<node_id> out;
-    if (!parse_list(text, out) || out.empty()) out.assign(1, 0);
-    return out;
-  }();
-  return nodes;
-}
-
 /// The tables that allocation, arming and freeing read are first built during static
 /// initialisation (as libnuma reads sysfs when it is loaded), before any thread can fork: a
 /// child forked while another thread runs a C++ static's first initialisation waits on its
@@ -304,7 +291,6 @@ inline bool build_process_tables() noexcept {
     (void)page_size();
     (void)huge_page_size();
     (void)huge_pages_possible();
-    (void)kernel_nodes();
   } catch (...) {  // out of memory at start-up: built on first use instead
   }
   return true;
@@ -329,15 +315,6 @@ inline bool make_span(const void* addr, std::size_t bytes, page_span& span) noex
   span.first = align_down(a, page_size());
   span.pages = (align_up(a + bytes, page_size()) - span.first) / page_size();
   return true;
-}
-
-inline bool valid_node(node_id n) {
-  const auto& nodes = kernel_nodes();
-  return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
-}
-
-inline std::string node_error(node_id n) {
-  return "node " + std::to_string(n) + " does not exist on this kernel (nodes: " + format_list(kernel_nodes()) + ")";
 }
 
 /// Node list -> nodemask for mbind; why is set for an empty list or unknown node.
@@ -427,9 +404,6 @@ inline void require_range(const char* fn, const void* addr, std::size_t bytes) {
   if (addr == nullptr) throw_invalid_argument(std::string(fn) + ": addr is null with bytes = " + std::to_string(bytes));
   throw_invalid_argument(std::string(fn) + ": the range at " + std::to_string(reinterpret_cast<std::uintptr_t>(addr)) +
                          " of " + std::to_string(bytes) + " bytes wraps the address space");
-}
-inline void require_node(const char* fn, node_id node) {
-  if (!valid_node(node)) throw_invalid_argument(std::string(fn) + ": " + node_error(node));
 }
 inline void require_nodes(const char* fn, const std::vector<node_id>& nodes) {
   std::vector<unsigned long> mask;

@@ -62,6 +62,47 @@ inline constexpr int local_distance = 10;
 /// Distance assumed between distinct nodes when neither firmware nor user gives one.
 inline constexpr int default_remote_distance = 20;
 
+namespace detail {
+
+/// The nodes the running kernel has (online), read once; {0} on a kernel without NUMA. Every
+/// node number a caller gives is checked against this list (a topology may be synthetic).
+inline const std::vector<node_id>& kernel_nodes() {
+  static const std::vector<node_id> nodes = [] {
+    std::ifstream in("/sys/devices/system/node/online");
+    std::string text;
+    std::getline(in, text);
+    std::vector<node_id> out;
+    if (!parse_list(text, out) || out.empty()) out.assign(1, 0);
+    return out;
+  }();
+  return nodes;
+}
+/// Read during static initialisation, before any thread can fork: a child forked while another
+/// thread runs a C++ static's first initialisation waits on its guard forever.
+inline const bool kernel_nodes_ready = [] {
+  try {
+    (void)kernel_nodes();
+  } catch (...) {  // out of memory at start-up: read on first use instead
+  }
+  return true;
+}();
+
+inline bool valid_node(node_id n) {
+  const auto& nodes = kernel_nodes();
+  return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
+}
+
+inline std::string node_error(node_id n) {
+  return "node " + std::to_string(n) + " does not exist on this kernel (nodes: " + format_list(kernel_nodes()) + ")";
+}
+
+/// The one check of a caller's node: std::invalid_argument naming the call otherwise.
+inline void require_node(const char* fn, node_id node) {
+  if (!valid_node(node)) throw_invalid_argument(std::string(fn) + ": " + node_error(node));
+}
+
+}  // namespace detail
+
 /// Where a topology came from.
 enum class topology_source { system, synthetic, xml };
 
