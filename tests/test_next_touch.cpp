@@ -425,6 +425,36 @@ TEST(NextTouch, CallerErrors) {
   r.p[0] = 1;  // still plain memory
 }
 
+// The handler is installed by the first arm; if the kernel refuses sigaction, arming throws a
+// system_error naming it, leaves the memory plain, and the next arm installs it. Run in a
+// fresh process (re-executed), where no arm has installed the handler yet.
+TEST(NextTouch, AHandlerThatCannotBeInstalledIsASigactionErrorAndTheNextArmRetries) {
+  if (std::getenv("NUMAAFF_TEST_SIGACTION_CHILD") != nullptr) {
+    region r(ps);
+    r.p[0] = 3;
+    {
+      scoped_failure refuse(sys::sigaction, EINVAL, 1);
+      try {
+        numaaff::affinity_on_next_touch(r.p, ps);
+        std::printf("[child] armed although sigaction failed\n");
+      } catch (const std::system_error& e) {
+        std::printf("[child] threw: %s (%d)\n", e.what(), e.code().value());
+      }
+    }
+    std::printf("[child] armed after: %d, plain: %d\n", numaaff::is_armed(r.p, ps) ? 1 : 0, r.p[0]);
+    numaaff::affinity_on_next_touch(r.p, ps);
+    const int armed = numaaff::is_armed(r.p, ps) ? 1 : 0;
+    std::printf("[child] retried: armed %d, then read %d\n", armed, r.p[0]);
+    return;
+  }
+  const std::string out = numaaff_test::run_command("NUMAAFF_TEST_SIGACTION_CHILD=1 /proc/" + std::to_string(getpid()) +
+                                                    "/exe --gtest_filter=NextTouch.AHandlerThatCannotBeInstalled*");
+  EXPECT_NE(out.find("[child] threw: numaaff: sigaction: Invalid argument (22)"), std::string::npos) << out;
+  EXPECT_NE(out.find("[child] armed after: 0, plain: 3"), std::string::npos) << out;
+  EXPECT_NE(out.find("[child] retried: armed 1, then read 3"), std::string::npos) << out;
+  EXPECT_NE(out.find("PASSED"), std::string::npos) << out;
+}
+
 TEST(NextTouch, ArmingSplitsHugePagesAtChunkBoundariesSoEachChunkMovesAlone) {
   char* p = numaaff_test::huge_backed(2, 0x21);
   if (p == nullptr) GTEST_SKIP() << "no transparent huge pages here";

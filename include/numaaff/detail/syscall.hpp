@@ -22,7 +22,6 @@ enum class sys : unsigned char {
   mbind,
   move_pages,
   get_mempolicy,
-  set_mempolicy,
   set_mempolicy_home_node,
   mmap,
   munmap,
@@ -39,7 +38,7 @@ enum class sys : unsigned char {
 
 constexpr const char* sys_name(sys s) noexcept {
   constexpr const char* names[] = {"mbind",         "move_pages",        "get_mempolicy",
-                                   "set_mempolicy", "set_mempolicy_home_node",
+                                   "set_mempolicy_home_node",
                                    "mmap",          "munmap",            "mprotect",
                                    "madvise",       "mincore",           "process_vm_readv",
                                    "sched_getaffinity", "sched_setaffinity",
