@@ -4,7 +4,16 @@
 //                tbb::task_group. Target: numaaff >= oneTBB's throughput.
 //   fork_join/*  latency of one small parallel loop (16 indices per thread, a few ns each):
 //                numaaff parallel_for vs `omp parallel for schedule(static)` and
-//                tbb::parallel_for with a static partitioner. Target: <= 1.2x OpenMP.
+//                tbb::parallel_for with a static partitioner. Target: <= 1.2x OpenMP. So
+//                small that the waiting thread may run every block before a worker wakes:
+//                it measures tiny-loop latency.
+//   fork_join_20us/*  the same loop with one block per thread of about 20 us each (a
+//                calibrated spin), so that every worker must take part: the fork-join cost
+//                of a loop that needs the team. Target: <= 1.2x OpenMP.
+// The task benchmarks also measure the process's CPU time (all threads, getrusage): on a
+// shared 2-CPU host wall-clock ratios swing widely, CPU time per task much less; both are
+// reported. Run with --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
+// for the medians of five interleaved repetitions (benchmarks/README.md).
 //   fib/*        recursive fib(N) with one task per call above a cutoff: numaaff task_group
 //                vs tbb::task_group (no target in the issue; reported).
 // Every runtime gets one thread per allowed CPU. Reports the topology it ran on.
@@ -19,8 +28,11 @@
 #include <oneapi/tbb/partitioner.h>
 #include <oneapi/tbb/task_group.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace {
@@ -116,6 +128,72 @@ void fork_join_tbb(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// ---- fork-join of a loop that needs every thread -------------------------------------------
+
+// Spins for about `iterations` dependent multiply-adds; returns a value so it is not removed.
+std::uint64_t spin_work(std::uint64_t iterations, std::uint64_t seed) {
+  std::uint64_t x = seed | 1;
+  for (std::uint64_t i = 0; i < iterations; ++i) x = x * 6364136223846793005ull + 1442695040888963407ull;
+  return x;
+}
+
+// Iterations that take about 20 us here, measured once (the median of 9 tries).
+std::uint64_t iterations_for_20us() {
+  static const std::uint64_t n = [] {
+    std::vector<double> per_iteration;
+    for (int k = 0; k < 9; ++k) {
+      const auto t0 = std::chrono::steady_clock::now();
+      benchmark::DoNotOptimize(spin_work(100000, static_cast<std::uint64_t>(k)));
+      per_iteration.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 100000);
+    }
+    std::sort(per_iteration.begin(), per_iteration.end());
+    return static_cast<std::uint64_t>(20e-6 / per_iteration[4]);
+  }();
+  return n;
+}
+
+std::vector<std::uint64_t>& sink() {
+  static std::vector<std::uint64_t> s(static_cast<std::size_t>(threads()) * 8);  // a cache line each
+  return s;
+}
+
+void fork_join_20us_numaaff(benchmark::State& state) {
+  const std::uint64_t n = iterations_for_20us();
+  std::vector<std::uint64_t>& s = sink();
+  for (auto _ : state) {
+    pool().parallel_for(0, static_cast<std::size_t>(threads()), [&](std::size_t i) { s[i * 8] = spin_work(n, i); });
+    benchmark::DoNotOptimize(s.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void fork_join_20us_omp(benchmark::State& state) {
+  const std::uint64_t n = iterations_for_20us();
+  std::vector<std::uint64_t>& s = sink();
+  const int t = threads();
+  for (auto _ : state) {
+#pragma omp parallel for schedule(static) num_threads(t)
+    for (int i = 0; i < t; ++i) s[static_cast<std::size_t>(i) * 8] = spin_work(n, static_cast<std::uint64_t>(i));
+    benchmark::DoNotOptimize(s.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+void fork_join_20us_tbb(benchmark::State& state) {
+  const std::uint64_t n = iterations_for_20us();
+  std::vector<std::uint64_t>& s = sink();
+  for (auto _ : state) {
+    tbb::parallel_for(
+        tbb::blocked_range<std::size_t>(0, static_cast<std::size_t>(threads()), 1),
+        [&](const tbb::blocked_range<std::size_t>& r) {
+          for (std::size_t i = r.begin(); i < r.end(); ++i) s[i * 8] = spin_work(n, i);
+        },
+        tbb::static_partitioner());
+    benchmark::DoNotOptimize(s.data());
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
 // ---- recursive fib ------------------------------------------------------------------------
 
 constexpr int fib_cutoff = 12;
@@ -160,13 +238,16 @@ void fib_bench_serial(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
-BENCHMARK(tasks_numaaff_outside)->Name("tasks/numaaff_task_group")->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(tasks_numaaff_inside)->Name("tasks/numaaff_task_group_in_task")->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(tasks_numaaff_post)->Name("tasks/numaaff_post")->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(tasks_tbb)->Name("tasks/tbb_task_group")->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(tasks_numaaff_outside)->Name("tasks/numaaff_task_group")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(tasks_numaaff_inside)->Name("tasks/numaaff_task_group_in_task")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(tasks_numaaff_post)->Name("tasks/numaaff_post")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(tasks_tbb)->Name("tasks/tbb_task_group")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(fork_join_numaaff)->Name("fork_join/numaaff_parallel_for")->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(fork_join_omp)->Name("fork_join/omp_static")->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(fork_join_tbb)->Name("fork_join/tbb_static")->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(fork_join_20us_numaaff)->Name("fork_join_20us/numaaff_parallel_for")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(fork_join_20us_omp)->Name("fork_join_20us/omp_static")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(fork_join_20us_tbb)->Name("fork_join_20us/tbb_static")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(fib_bench_numaaff)->Name("fib/numaaff")->Arg(30)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(fib_bench_tbb)->Name("fib/tbb")->Arg(30)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(fib_bench_serial)->Name("fib/serial")->Arg(30)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -182,11 +263,23 @@ int main(int argc, char** argv) {
   using numaaff_bench::ratio;
   return numaaff_bench::run(
       argc, argv,
-      {{"tasks/numaaff_task_group/real_time", "tasks/tbb_task_group/real_time", ratio::measure::rate, 1.0,
+      {{"tasks/numaaff_task_group/process_time/real_time", "tasks/tbb_task_group/process_time/real_time", ratio::measure::rate, 1.0,
         "100k empty tasks: numaaff task_group / oneTBB task_group"},
-       {"tasks/numaaff_task_group_in_task/real_time", "tasks/tbb_task_group/real_time", ratio::measure::rate, 1.0,
+       {"tasks/numaaff_task_group/process_time/real_time", "tasks/tbb_task_group/process_time/real_time", ratio::measure::cpu_time, 1.0,
+        "  the same, process CPU time per task (numaaff / oneTBB)"},
+       {"tasks/numaaff_task_group_in_task/process_time/real_time", "tasks/tbb_task_group/process_time/real_time", ratio::measure::rate, 1.0,
         "100k empty tasks, spawned in a task: numaaff / oneTBB"},
-       {"tasks/numaaff_post/real_time", "tasks/tbb_task_group/real_time", ratio::measure::rate, 1.0, "100k posted tasks: numaaff / oneTBB"},
+       {"tasks/numaaff_task_group_in_task/process_time/real_time", "tasks/tbb_task_group/process_time/real_time", ratio::measure::cpu_time, 1.0,
+        "  the same, process CPU time per task (numaaff / oneTBB)"},
+       {"tasks/numaaff_post/process_time/real_time", "tasks/tbb_task_group/process_time/real_time", ratio::measure::rate, 1.0, "100k posted tasks: numaaff / oneTBB"},
+       {"tasks/numaaff_post/process_time/real_time", "tasks/tbb_task_group/process_time/real_time", ratio::measure::cpu_time, 1.0,
+        "  the same, process CPU time per task (numaaff / oneTBB)"},
+       {"fork_join_20us/numaaff_parallel_for/process_time/real_time", "fork_join_20us/omp_static/process_time/real_time", ratio::measure::time, 1.2,
+        "parallel_for of 20 us per thread: numaaff / OpenMP static"},
+       {"fork_join_20us/numaaff_parallel_for/process_time/real_time", "fork_join_20us/omp_static/process_time/real_time", ratio::measure::cpu_time, 1.2,
+        "  the same, process CPU time (numaaff / OpenMP static)"},
+       {"fork_join_20us/tbb_static/process_time/real_time", "fork_join_20us/omp_static/process_time/real_time", ratio::measure::time, 1.2,
+        "parallel_for of 20 us per thread: oneTBB static / OpenMP (reference)"},
        {"fork_join/numaaff_parallel_for/real_time", "fork_join/omp_static/real_time", ratio::measure::time, 1.2,
         "small parallel_for latency: numaaff / OpenMP static"},
        {"fork_join/tbb_static/real_time", "fork_join/omp_static/real_time", ratio::measure::time, 1.2,
