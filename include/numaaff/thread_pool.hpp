@@ -26,8 +26,8 @@
  * tasks would take the work itself: remote nodes take only what the home node cannot start
  * now, so a parallel_for's blocks stay on their nodes when no node is short of workers). A
  * stolen task keeps its homenode, so its memory and, under `fork`, its children go home. A
- * worker that finds nothing spins for `spin` and then sleeps on a futex: an idle pool uses no
- * CPU. Submitting wakes a sleeping worker of the task's node, or, if that node has none, the
+ * worker that finds nothing spins for `spin` (one per two workers of a node; the others do not
+ * spin) and then sleeps on a futex: an idle pool uses no CPU. Submitting wakes a sleeping worker of the task's node, or, if that node has none, the
  * nearest node's, which then waits out its delay before stealing.
  *
  * Lifetime. A task's exception reaches its future (submit), its task_group (wait() rethrows the
@@ -46,6 +46,11 @@
  * One node (or a container without NUMA): one node's workers, no remote stealing, the same
  * semantics. Under `taskset`, `numactl -N`, cgroup cpusets or `mpirun --bind-to numa` the pool
  * uses only the CPUs the process may run on and the nodes that have such CPUs.
+ *
+ * Where the parts live: this header is the facade (options, policies, the public calls); the
+ * scheduling rules are a value in detail/steal_plan.hpp (table-tested without threads), the
+ * mechanics in detail/scheduler.hpp, completion in detail/completion.hpp, task_group in
+ * task_group.hpp and the index partition in partition.hpp.
  *
  * @code{.cpp}
  * numaaff::thread_pool pool;                       // one worker per allowed CPU
@@ -105,6 +110,7 @@ struct thread_pool_options {
   std::chrono::microseconds steal_delay{50};
   std::vector<std::vector<int>> distances;    ///< override of the topology's matrix (pool nodes' rows)
   std::chrono::microseconds spin{50};         ///< how long an idle worker spins before sleeping
+                                              ///< (one per two workers of a node spins at all)
   bool bind_workers = true;                   ///< pin each worker to one CPU (system topology only)
   /// The topology to schedule on; null: topology::system(). A synthetic or XML topology gives
   /// logical nodes and unbound workers: for tests of the scheduling logic.
