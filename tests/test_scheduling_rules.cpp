@@ -33,7 +33,7 @@ steal_plan plan_of(const matrix& m, mode s = mode::distance, microseconds unit =
   for (std::size_t i = 0; i < m.size(); ++i) all.push_back(static_cast<int>(i));
   if (pool.empty()) pool = all;
   return steal_plan(pool, all, [&m](int a, int b) { return m[static_cast<std::size_t>(a)][static_cast<std::size_t>(b)]; },
-                    s == mode::local_only, s == mode::free, unit);
+                    10, s == mode::local_only, s == mode::free, unit);
 }
 
 matrix uniform(std::size_t n, int remote) {
@@ -145,6 +145,7 @@ TEST(StealPlan, DelaysSaturateAtNeverInsteadOfOverflowing) {
   EXPECT_EQ(distance_delay_ns(max / 1000 * 1000, 20, 10), max / 1000 * 1000);  // exact up to the limit
   EXPECT_EQ(distance_delay_ns(7, 13, 10), 2);  // 7 * 3 / 10, rounded down
   EXPECT_EQ(distance_delay_ns(1000, 5, 10), 0);  // nearer than local: no delay
+  EXPECT_EQ(distance_delay_ns(1000, 20, 0), 0);  // a broken matrix (XML with 0 on the diagonal) never divides by 0
   const steal_plan p = plan_of(uniform(2, 20), mode::distance, microseconds::max());
   EXPECT_EQ(p.delay_ns(0, 1), static_cast<std::uint64_t>(max));
 }

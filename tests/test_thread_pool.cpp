@@ -92,6 +92,9 @@ TEST(ThreadPoolSynthetic, StealDelayFollowsTheDocumentedFormula) {
   auto f = synthetic("pack:2 numa:1 core:1 pu:1");
   f.steal = steal_mode::free;
   EXPECT_EQ(thread_pool(f).steal_delay(0, 1).count(), 0);
+  // Nodes are checked whatever the mode (as documented), also where the delay is 0.
+  EXPECT_THROW(numaaff::remote_steal_delay(f, *f.topo, 0, 99), std::invalid_argument);
+  EXPECT_THROW(numaaff::remote_steal_delay(f, *f.topo, 99, 99), std::invalid_argument);
 }
 
 TEST(ThreadPoolSynthetic, StealOrderIsByDistanceFromTheThief) {

@@ -461,7 +461,7 @@ inline std::string thread_pool::to_string() const {
 inline detail::scheduler_config thread_pool::config_for(const std::vector<node_id>& nodes) const {
   const topology& t = *topo_;
   detail::scheduler_config c(detail::steal_plan(nodes, t.nodes(), [&t](node_id a, node_id b) { return t.distance(a, b); },
-                                               options_.steal == steal_mode::local_only,
+                                               local_distance, options_.steal == steal_mode::local_only,
                                                options_.steal == steal_mode::free, options_.steal_delay));
   const bool bind = options_.bind_workers && t.is_this_system();
   for (node_id n : nodes) {

@@ -164,7 +164,7 @@ inline thread_local worker_context this_worker{};
 /// workers as CPUs, from the waiting caller above all: a fork-join of 20 us blocks on 2 CPUs
 /// took 1.5x OpenMP's time while both idle workers spun).
 constexpr int max_spinners_of(std::size_t workers) noexcept {
-  return workers / 2 > 1 ? static_cast<int>(workers / 2) : 1;
+  return workers / 2 > 1 ? static_cast<int>(workers / 2) : 1;  // woken sleepers chain: see worker_main
 }
 
 /// How the homenode of work submitted without one is chosen (numaaff::node_policy).
@@ -651,10 +651,6 @@ inline void scheduler::worker_main(pool_worker& w) {
         }
         n.spinning.fetch_sub(1, std::memory_order_seq_cst);
       }
-      // A submitter that saw this worker spinning did not wake anyone; if this worker took a
-      // task and more is waiting, that more may be the submitter's: pass the wake-up on.
-      if (t != nullptr && (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index)))
-        n.sleep.notify_one();
       while (t == nullptr) {
         const std::uint32_t key = n.sleep.prepare_wait();
         deadline = UINT64_MAX;
@@ -675,6 +671,10 @@ inline void scheduler::worker_main(pool_worker& w) {
         // appeared meanwhile is offered to its own node's workers first.
         if (!timed) idle_since = monotonic_ns();
       }
+      // A submitter that saw a spinner woke nobody, and a woken worker is one of several that
+      // a burst needs: if this idle worker took a task and more is waiting, pass the wake-up
+      // on (a chain reaches every sleeper the burst can use).
+      if (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index)) n.sleep.notify_one();
     }
     run_task(t, &w);
   }

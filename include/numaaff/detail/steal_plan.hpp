@@ -41,6 +41,7 @@ inline std::int64_t saturated_ns(std::chrono::microseconds d) noexcept {
 /// as (unit / local) * beyond + (unit % local) * beyond / local, since the largest NUMAAFF_STEAL and
 /// NUMAAFF_DISTANCES values overflow 64 bits, and a wrapped delay let thieves steal at once.
 inline std::int64_t distance_delay_ns(std::int64_t unit_ns, int distance, int local) noexcept {
+  if (local <= 0) return 0;  // not a distance matrix; never divide by it
   constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
   const std::int64_t beyond = std::max(distance - local, 0);
   const std::int64_t whole = unit_ns / local, part = unit_ns % local * beyond / local;
@@ -69,11 +70,12 @@ class steal_plan {
 
   /**
    * `pool_nodes` ascending, all of them in `all_nodes` (every node of the topology);
-   * `distance(a, b)` the matrix (rows: from); distance stealing with `unit` per 10 distance
-   * units, or `local_only` (never across nodes), or `free_stealing` (no delays).
+   * `distance(a, b)` the matrix (rows: from), `local` the distance of a node to itself (10);
+   * distance stealing with `unit` per `local` distance units, or `local_only` (never across
+   * nodes), or `free_stealing` (no delays).
    */
   template <class Distance>
-  steal_plan(std::vector<int> pool_nodes, const std::vector<int>& all_nodes, Distance&& distance,
+  steal_plan(std::vector<int> pool_nodes, const std::vector<int>& all_nodes, Distance&& distance, int local,
              bool local_only, bool free_stealing, std::chrono::microseconds unit)
       : nodes_(std::move(pool_nodes)), local_only_(local_only) {
     const std::size_t count = nodes_.size();
@@ -82,8 +84,8 @@ class steal_plan {
     for (std::size_t a = 0; a < count; ++a)
       for (std::size_t b = 0; b < count; ++b)
         if (a != b && !free_stealing)
-          delays_[a * count + b] = static_cast<std::uint64_t>(
-              distance_delay_ns(unit_ns, distance(nodes_[a], nodes_[b]), distance(nodes_[a], nodes_[a])));
+          delays_[a * count + b] =
+              static_cast<std::uint64_t>(distance_delay_ns(unit_ns, distance(nodes_[a], nodes_[b]), local));
     remotes_.resize(count);
     thieves_.resize(count);
     for (std::size_t a = 0; a < count; ++a) {
@@ -135,8 +137,7 @@ class steal_plan {
   const std::vector<steal_source>& remotes(std::size_t from) const noexcept { return remotes_[from]; }
   /// Whom to wake, in order, when node `home`'s own workers cannot take new work now.
   const std::vector<std::size_t>& wake_after(std::size_t home, bool bound) const noexcept {
-    static const std::vector<std::size_t> nobody;
-    return bound || local_only_ ? nobody : thieves_[home];
+    return bound || local_only_ ? nobody_ : thieves_[home];
   }
 
   /**
@@ -199,6 +200,7 @@ class steal_plan {
   std::vector<std::vector<steal_source>> remotes_;   // by distance from the thief
   std::vector<std::vector<std::size_t>> thieves_;    // by their distance towards the node
   std::vector<std::pair<int, std::size_t>> nearest_;
+  std::vector<std::size_t> nobody_;  // wake_after for bound work and local_only
 };
 
 }  // namespace numaaff::detail
