@@ -264,11 +264,26 @@ inline void mark_open(armed_range& r, std::size_t first, std::size_t last, std::
   for (std::size_t k = first; k < last; ++k) publish(r.words[k], state, node_bits);
 }
 
+/// Owner mode, right before [b, e) migrates: splits again every huge page in which two
+/// targets meet (at its edges and inside). Arming split them, but khugepaged may have merged
+/// them since, or a split may have found the page busy; a huge page migrates whole.
+inline void split_where_targets_meet(const armed_range& r, std::uintptr_t b, std::uintptr_t e) noexcept {
+  if (!huge_pages_possible()) return;
+  const std::size_t ps = page_size();
+  if (b == r.begin) split_huge_page_at(b);
+  if (e == r.end) split_huge_page_at(e);
+  for (std::uintptr_t at = b == r.begin ? b + ps : b; at < e + (e < r.end ? ps : 0); at += ps) {
+    const std::size_t i = (at - r.begin) / ps;
+    if (r.page_nodes[i] != r.page_nodes[i - 1]) split_huge_page_at(at);
+  }
+}
+
 /// Claimed chunks [first, last) are read-write now: mark them so and migrate them.
 inline void move_opened(armed_range& r, std::size_t first, std::size_t last, int node, std::uint32_t node_bits) noexcept {
   mark_open(r, first, last, chunk_moving, node_bits);
-  const std::uintptr_t b = chunk_begin(r, first);
-  move_span(b, chunk_end(r, last) - b, node, r.page_nodes ? r.page_nodes + (b - r.begin) / page_size() : nullptr);
+  const std::uintptr_t b = chunk_begin(r, first), e = chunk_end(r, last);
+  if (r.page_nodes != nullptr) split_where_targets_meet(r, b, e);
+  move_span(b, e - b, node, r.page_nodes ? r.page_nodes + (b - r.begin) / page_size() : nullptr);
   for (std::size_t k = first; k < last; ++k) publish(r.words[k], chunk_open, node_bits);
   nt_counters.chunks.fetch_add(last - first, std::memory_order_relaxed);
 }

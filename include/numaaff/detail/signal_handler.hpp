@@ -98,6 +98,7 @@ inline void bind_handler_calls() noexcept {
   void* page = reinterpret_cast<void*>(align_down(reinterpret_cast<std::uintptr_t>(&byte), page_size()));
   ::mprotect(page, 0, PROT_READ | PROT_WRITE);
   ::move_pages(0, 0, nullptr, nullptr, nullptr, MPOL_MF_MOVE);
+  ::madvise(page, 0, MADV_COLD);  // owner mode splits huge pages again before migrating
   unsigned char resident = 0;
   ::mincore(page, page_size(), &resident);
   char copy = 0;
