@@ -128,7 +128,7 @@ void show(const environment& env, const std::vector<int>& cpus, const char* whos
     const std::size_t workers = o.threads_per_node > 0 ? static_cast<std::size_t>(o.threads_per_node) : mine.size();
     std::printf("node %d: %zu workers on cpus %s\n", n, workers, numaaff::detail::format_list(mine).c_str());
   }
-  if (o.steal != numaaff::steal_mode::local_only) {
+  if (o.steal != numaaff::steal_mode::local) {
     for (numaaff::node_id from : used) {
       std::printf("node %d steals from:%s", from, used.size() == 1 ? " none (one node)" : "");
       for (numaaff::node_id to : t.nodes_by_distance(from)) {

@@ -425,6 +425,48 @@ TEST(NextTouch, CallerErrors) {
   r.p[0] = 1;  // still plain memory
 }
 
+// A throwing form names the call that failed, not the one it expected: the arm maps its chunk
+// words (mmap) before it protects the range (mprotect), and a full registry is numaaff's own
+// error, named after the call that met it. (The arm used to name mprotect for any failure once
+// the handler was installed.)
+TEST(NextTouch, AFailedArmNamesTheCallThatFailed) {
+  region r(2 * numaaff::detail::registry_capacity * ps);
+  numaaff::affinity_on_next_touch(r.p, ps);  // the handler is installed from here on
+  numaaff::disarm(r.p, ps);
+  const auto what_of = [&](auto&& arm) -> std::string {
+    try {
+      arm();
+    } catch (const std::system_error& e) {
+      return e.what();
+    }
+    return "no exception";
+  };
+  {
+    scoped_failure fail(sys::mmap, ENODEV, 1);
+    EXPECT_EQ(what_of([&] { numaaff::affinity_on_next_touch(r.p, ps); }).rfind("numaaff: mmap", 0), 0u);
+  }
+  {
+    scoped_failure fail(sys::mprotect, EACCES, 1);
+    EXPECT_EQ(what_of([&] { numaaff::affinity_on_next_touch(r.p, ps); }).rfind("numaaff: mprotect", 0), 0u);
+  }
+  EXPECT_FALSE(numaaff::is_armed(r.p, ps));
+  // Every slot taken (one page of every second one: separate ranges), then one more.
+  std::size_t armed = 0;
+  std::error_code full;
+  for (; armed < numaaff::detail::registry_capacity && !full; ++armed)
+    numaaff::affinity_on_next_touch(r.p + 2 * armed * ps, ps, full);
+  EXPECT_EQ(full ? full : std::error_code(numaaff::errc::too_many_ranges), numaaff::errc::too_many_ranges) << full.message();
+  try {
+    numaaff::affinity_on_next_touch(r.p + ps, ps);
+    ADD_FAILURE() << "a full registry armed another range";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), numaaff::errc::too_many_ranges);
+    EXPECT_EQ(std::string(e.what()).rfind("numaaff: affinity_on_next_touch", 0), 0u) << e.what();
+  }
+  numaaff::disarm(r.p, r.bytes);
+  r.p[0] = 1;  // plain memory again
+}
+
 // The handler is installed by the first arm; if the kernel refuses sigaction, arming throws a
 // system_error naming it, leaves the memory plain, and the next arm installs it. Run in a
 // fresh process (re-executed), where no arm has installed the handler yet.
@@ -514,7 +556,7 @@ TEST(NextTouch, OwnerModeTargetsEachPageAtTheBlockHoldingItsFirstByte) {
   const std::uint16_t table[4] = {3, 1, 4, 1};
   std::error_code ec;
   const auto begin = reinterpret_cast<std::uintptr_t>(r.p);
-  numaaff::detail::arm_range(begin, begin + 4 * ps, 2 * ps, numaaff::detail::touch_target::current_node, false, 1,
+  numaaff::detail::arm_range(begin, begin + 4 * ps, 2 * ps, numaaff::detail::touch_target::toucher_node, false, 1,
                              table, ec);
   ASSERT_FALSE(ec);
   bool found = false;

@@ -108,7 +108,7 @@ TEST(ThreadPoolSynthetic, StealOrderIsByDistanceFromTheThief) {
   EXPECT_EQ(pool.steal_delay(3, 2), std::chrono::microseconds(25));
   EXPECT_EQ(pool.steal_delay(2, 3), std::chrono::microseconds(50));
 
-  o.steal = steal_mode::local_only;
+  o.steal = steal_mode::local;
   EXPECT_TRUE(thread_pool(o).steal_order(0).empty());
 }
 
@@ -199,7 +199,7 @@ TEST(ThreadPoolSynthetic, RoundRobinCyclesThroughTheNodes) {
 TEST(ThreadPoolSynthetic, ExecPicksTheLeastLoadedNode) {
   auto o = synthetic("pack:4 numa:1 core:1 pu:1");
   o.policy = node_policy::exec;
-  o.steal = steal_mode::local_only;  // keep each task where exec put it
+  o.steal = steal_mode::local;  // keep each task where exec put it
   thread_pool pool(o);
   gate g;
   arrivals in;
@@ -224,7 +224,7 @@ TEST(ThreadPoolSynthetic, ExecPicksTheLeastLoadedNode) {
 TEST(ThreadPoolSynthetic, ForkChildrenInheritTheParentsHomenode) {
   auto o = synthetic("pack:4 numa:1 core:2 pu:1");
   o.policy = node_policy::fork;
-  o.steal = steal_mode::local_only;
+  o.steal = steal_mode::local;
   thread_pool pool(o);
   std::vector<node_id> child_homes(16, -1), child_nodes(16, -1);
   pool.submit(2, [&] {
@@ -244,7 +244,7 @@ TEST(ThreadPoolSynthetic, ForkChildrenInheritTheParentsHomenode) {
 
 TEST(ThreadPoolSynthetic, LocalOnlyNeverCrossesNodes) {
   auto o = synthetic("pack:2 numa:1 core:1 pu:1");
-  o.steal = steal_mode::local_only;
+  o.steal = steal_mode::local;
   thread_pool pool(o);
   gate g;
   arrivals in;
@@ -333,7 +333,7 @@ TEST(ThreadPoolSynthetic, PartitionsAreContiguousPerNodeInProportionToWorkers) {
 
 TEST(ThreadPoolSynthetic, ParallelForBlocksRunOnTheirNodes) {
   auto o = synthetic("pack:4 numa:1 core:2 pu:1");
-  o.steal = steal_mode::local_only;
+  o.steal = steal_mode::local;
   thread_pool pool(o);
   std::vector<node_id> ran_on(4000, -1);
   pool.parallel_for(0, ran_on.size(), [&](std::size_t i) { ran_on[i] = worker_node(); });
@@ -410,7 +410,7 @@ TEST(ThreadPoolEnvironment, ValidValues) {
   EXPECT_EQ(o.threads_per_node, 3);
   EXPECT_EQ(o.steal_delay, std::chrono::microseconds(200));
   EXPECT_EQ(from({{"NUMAAFF_NODE_POLICY", "round_robin"}}).policy, node_policy::round_robin);
-  EXPECT_EQ(from({{"NUMAAFF_STEAL", "local"}}).steal, steal_mode::local_only);
+  EXPECT_EQ(from({{"NUMAAFF_STEAL", "local"}}).steal, steal_mode::local);
   EXPECT_EQ(from({{"NUMAAFF_STEAL", "free"}}).steal, steal_mode::free);
 }
 

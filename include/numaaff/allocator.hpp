@@ -59,12 +59,47 @@
 
 namespace numaaff {
 
+/**
+ * Transparent huge pages in numaaff's own mappings. A huge page sits on one node whole and
+ * migrates whole: one shared by two blocks puts both on one node, and moving either block
+ * moves the other's data with it.
+ */
+enum class huge_page_mode : unsigned char {
+  per_block,  ///< no huge page ever holds two blocks: none in blocks under 2 MiB (nor in the
+              ///< small-block slabs); larger blocks are 2 MiB-aligned and get them except in
+              ///< their last, partial 2 MiB
+  never,      ///< no huge pages at all (MADV_NOHUGEPAGE)
+  always,     ///< 2 MiB-aligned, MADV_HUGEPAGE: large per-node arrays, fewer TLB misses
+};
+
 /// Placement options of allocators and resources (see the file comment).
-using alloc_options = detail::placement_options;
-/// Transparent huge pages in numaaff's memory (see the file comment).
-using huge_page_mode = detail::huge_page_mode;
+struct alloc_options {
+  bool strict = true;     ///< MPOL_BIND (fail rather than spill) instead of MPOL_PREFERRED
+  bool populate = false;  ///< place the pages now instead of at first touch (large blocks)
+  huge_page_mode huge_pages = huge_page_mode::per_block;  ///< see huge_page_mode
+
+  friend bool operator==(const alloc_options& a, const alloc_options& b) noexcept {
+    return a.strict == b.strict && a.populate == b.populate && a.huge_pages == b.huge_pages;
+  }
+  friend bool operator!=(const alloc_options& a, const alloc_options& b) noexcept { return !(a == b); }
+};
 
 namespace detail {
+
+static_assert(static_cast<int>(huge_page_mode::per_block) == static_cast<int>(detail::huge_page_mode::per_block) &&
+                  static_cast<int>(huge_page_mode::never) == static_cast<int>(detail::huge_page_mode::never) &&
+                  static_cast<int>(huge_page_mode::always) == static_cast<int>(detail::huge_page_mode::always),
+              "the arena's huge-page modes mirror the public ones");
+
+/// The arena's form of the public options.
+inline placement_options placement_of(const alloc_options& o) noexcept {
+  return {o.strict, o.populate, static_cast<detail::huge_page_mode>(o.huge_pages)};
+}
+
+/// Frees a block allocated with options `o` (any allocator or resource of this header).
+inline void release_block(void* p, std::size_t bytes, std::size_t align, const alloc_options& o) noexcept {
+  numa_deallocate(p, bytes, align, placement_of(o));
+}
 
 /// Where "local" memory of the calling thread goes: this_homenode(), except that a logical
 /// node of a pool on a synthetic or XML topology never reaches the kernel (the thread's
@@ -80,23 +115,16 @@ inline node_id local_node() {
 
 namespace detail {
 
-/// The typedefs of a stateful allocator that travels with its container.
-struct propagating_allocator {
-  using propagate_on_container_copy_assignment = std::true_type;
-  using propagate_on_container_move_assignment = std::true_type;
-  using propagate_on_container_swap = std::true_type;
-  using is_always_equal = std::false_type;
-};
-
 inline void* allocate_or_throw(std::size_t bytes, std::size_t align, node_id node, const alloc_options& o) {
   if (node < 0 || node >= max_nodes)
     throw_invalid_argument("numaaff: node " + std::to_string(node) + " is not a node a kernel can have (0 to " +
                            std::to_string(max_nodes - 1) + ")");
+  failed_call = sys::count_;
   std::error_code ec;
-  void* p = numa_allocate(bytes, align, node, o, ec);
+  void* p = numa_allocate(bytes, align, node, placement_of(o), ec);
   if (p != nullptr) return p;
   if (ec == std::errc::not_enough_memory || ec == std::errc::resource_unavailable_try_again) throw_bad_alloc();
-  throw_system_error(ec, sys_name(failed_allocation_call));
+  throw_failure(ec, "allocate");
 }
 
 /// Shared state of interleaving allocators: the nodes and a round-robin cursor.
@@ -107,21 +135,32 @@ struct interleave_state {
   node_id pick() noexcept { return nodes[next.fetch_add(1, std::memory_order_relaxed) % nodes.size()]; }
 };
 
+/// Reads an interleave_allocator's shared state (for its converting constructor and
+/// comparison across element types) without making it part of the public interface.
+struct interleave_access {
+  template <class A>
+  static const std::shared_ptr<interleave_state>& state(const A& a) noexcept {
+    return a.state_;
+  }
+};
+
 /// How a large interleaved block is mapped: a huge page lands on one node whole, so
 /// page-by-page interleaving has none unless the caller asked for them.
 inline alloc_options interleaved_mapping(const alloc_options& o) noexcept {
-  return {false, false, o.huge_pages == huge_page_mode::always ? huge_page_mode::always : huge_page_mode::never};
+  using mode = numaaff::huge_page_mode;
+  return {false, false, o.huge_pages == mode::always ? mode::always : mode::never};
 }
 
 inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::size_t align) {
   if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), s.options);
   // A large block: map it on the first node, then interleave its pages over all of them.
   void* p = allocate_or_throw(bytes, align, s.nodes.front(), interleaved_mapping(s.options));
+  failed_call = sys::count_;
   std::error_code ec;
   interleave(p, bytes, s.nodes, policy_options{}, ec);
   if (ec) {
-    numa_deallocate(p, bytes, align, interleaved_mapping(s.options));
-    throw_system_error(ec, "mbind");
+    release_block(p, bytes, align, interleaved_mapping(s.options));
+    throw_failure(ec, "interleave");
   }
   if (s.options.populate) {
     const std::size_t ps = page_size();
@@ -131,8 +170,7 @@ inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::si
 }
 
 inline void interleave_deallocate(const interleave_state& s, void* p, std::size_t bytes, std::size_t align) noexcept {
-  if (is_small(bytes, align)) return numa_deallocate(p, bytes, align, s.options);
-  numa_deallocate(p, bytes, align, interleaved_mapping(s.options));
+  release_block(p, bytes, align, is_small(bytes, align) ? s.options : interleaved_mapping(s.options));
 }
 
 /// The nodes a `NUMAAFF_INTERLEAVE_NODES` value names; every kernel node for none.
@@ -200,11 +238,11 @@ inline void* allocate_on_node(std::size_t bytes, node_id node, alloc_options opt
     ec = std::make_error_code(std::errc::invalid_argument);
     return nullptr;
   }
-  return detail::numa_allocate(bytes, alignof(std::max_align_t), node, options, ec);
+  return detail::numa_allocate(bytes, alignof(std::max_align_t), node, detail::placement_of(options), ec);
 }
 /// Frees a block from allocate_on_node or allocate_interleaved. Thread-safe, never throws.
 inline void deallocate(void* p, std::size_t bytes, alloc_options options = {}) noexcept {
-  detail::numa_deallocate(p, bytes, alignof(std::max_align_t), options);
+  detail::release_block(p, bytes, alignof(std::max_align_t), options);
 }
 
 /**
@@ -231,9 +269,14 @@ inline void* allocate_interleaved(std::size_t bytes) {
  * its own node). Throws std::bad_alloc when out of memory.
  */
 template <class T>
-class node_allocator : public detail::propagating_allocator {
+class node_allocator {
  public:
   using value_type = T;
+  // Stateful, and the state travels with the container.
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  using is_always_equal = std::false_type;
 
   /**
    * On the homenode of the thread that constructs it (this_homenode(); a logical node of a
@@ -253,15 +296,14 @@ class node_allocator : public detail::propagating_allocator {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
     return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), node_, options_));
   }
-  void deallocate(T* p, std::size_t n) noexcept { detail::numa_deallocate(p, n * sizeof(T), alignof(T), options_); }
+  void deallocate(T* p, std::size_t n) noexcept { detail::release_block(p, n * sizeof(T), alignof(T), options_); }
 
   node_id node() const noexcept { return node_; }
   const alloc_options& options() const noexcept { return options_; }
 
   template <class U>
   friend bool operator==(const node_allocator& a, const node_allocator<U>& b) noexcept {
-    return a.node() == b.node() && a.options().strict == b.options().strict &&
-           a.options().populate == b.options().populate && a.options().huge_pages == b.options().huge_pages;
+    return a.node() == b.node() && a.options() == b.options();
   }
   template <class U>
   friend bool operator!=(const node_allocator& a, const node_allocator<U>& b) noexcept {
@@ -278,9 +320,14 @@ class node_allocator : public detail::propagating_allocator {
  * by page, small blocks round-robin. Copies share one cursor and compare equal.
  */
 template <class T>
-class interleave_allocator : public detail::propagating_allocator {
+class interleave_allocator {
  public:
   using value_type = T;
+  // Copies share one cursor, and it travels with the container.
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  using is_always_equal = std::false_type;
 
   /**
    * Over the nodes `NUMAAFF_INTERLEAVE_NODES` lists at start-up (kernel syntax: "0-3", "0,2"; read
@@ -298,7 +345,7 @@ class interleave_allocator : public detail::propagating_allocator {
     state_->options = options;
   }
   template <class U>
-  interleave_allocator(const interleave_allocator<U>& other) noexcept : state_(other.state()) {}
+  interleave_allocator(const interleave_allocator<U>& other) noexcept : state_(detail::interleave_access::state(other)) {}
 
   T* allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
@@ -307,11 +354,10 @@ class interleave_allocator : public detail::propagating_allocator {
   void deallocate(T* p, std::size_t n) noexcept { detail::interleave_deallocate(*state_, p, n * sizeof(T), alignof(T)); }
 
   const std::vector<node_id>& nodes() const noexcept { return state_->nodes; }
-  const std::shared_ptr<detail::interleave_state>& state() const noexcept { return state_; }
 
   template <class U>
   friend bool operator==(const interleave_allocator& a, const interleave_allocator<U>& b) noexcept {
-    return a.state() == b.state();
+    return a.state_ == detail::interleave_access::state(b);
   }
   template <class U>
   friend bool operator!=(const interleave_allocator& a, const interleave_allocator<U>& b) noexcept {
@@ -319,6 +365,7 @@ class interleave_allocator : public detail::propagating_allocator {
   }
 
  private:
+  friend struct detail::interleave_access;
   std::shared_ptr<detail::interleave_state> state_;
 };
 
@@ -343,7 +390,7 @@ class local_allocator {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
     return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), detail::local_node(), alloc_options{}));
   }
-  void deallocate(T* p, std::size_t n) noexcept { detail::numa_deallocate(p, n * sizeof(T), alignof(T), alloc_options{}); }
+  void deallocate(T* p, std::size_t n) noexcept { detail::release_block(p, n * sizeof(T), alignof(T), alloc_options{}); }
 
   template <class U>
   friend bool operator==(const local_allocator&, const local_allocator<U>&) noexcept {
@@ -374,12 +421,11 @@ class node_resource final : public std::pmr::memory_resource {
     return detail::allocate_or_throw(bytes, align, node_, options_);
   }
   void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
-    detail::numa_deallocate(p, bytes, align, options_);
+    detail::release_block(p, bytes, align, options_);
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
     const auto* o = dynamic_cast<const node_resource*>(&other);
-    return o != nullptr && o->node_ == node_ && o->options_.strict == options_.strict &&
-           o->options_.populate == options_.populate && o->options_.huge_pages == options_.huge_pages;
+    return o != nullptr && o->node_ == node_ && o->options_ == options_;
   }
   node_id node_;
   alloc_options options_;
@@ -412,7 +458,7 @@ class local_resource final : public std::pmr::memory_resource {
     return detail::allocate_or_throw(bytes, align, detail::local_node(), alloc_options{});
   }
   void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
-    detail::numa_deallocate(p, bytes, align, alloc_options{});
+    detail::release_block(p, bytes, align, alloc_options{});
   }
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
     return dynamic_cast<const local_resource*>(&other) != nullptr;
@@ -439,7 +485,7 @@ struct node_array_deleter {
   void operator()(T* p) const noexcept {
     if (p == nullptr) return;
     for (std::size_t i = count; i > 0; --i) p[i - 1].~T();
-    detail::numa_deallocate(p, count * sizeof(T), alignof(T), options);
+    detail::release_block(p, count * sizeof(T), alignof(T), options);
   }
 };
 template <class T>

@@ -27,17 +27,13 @@
 
 namespace numaaff {
 
-/// numaaff's own error conditions (those with no errno behind them).
+/// numaaff's own error conditions (those with no errno behind them). Each is produced by some
+/// call (conditions that are not errors, such as a refused migration or pages that could not
+/// move, are counted instead: move_result, refusal_stats()). Values 1-6 are retired.
 enum class errc {
-  numa_unavailable = 1,     ///< the kernel has no NUMA support (get_mempolicy: ENOSYS)
-  migration_forbidden,      ///< the kernel refused page migration (seccomp, missing capability)
-  partial_migration,        ///< some pages of a range could not be moved
-  pages_not_populated,      ///< the range has pages that were never touched
-  handler_conflict,         ///< the SIGSEGV handler could not be installed or chained
-  not_this_system,          ///< the topology is synthetic or loaded from XML: nothing is bound
-  feature_unavailable,      ///< the running kernel lacks the call (e.g. set_mempolicy_home_node)
-  too_many_ranges,          ///< the next-touch registry is full (disarm finished ranges)
-  used_after_fork,          ///< a thread_pool made before fork() was used in the child
+  feature_unavailable = 7,  ///< the running kernel lacks the call (set_home_node before Linux 5.17)
+  too_many_ranges = 8,      ///< the next-touch registry is full (disarm finished ranges)
+  used_after_fork = 9,      ///< a thread_pool made before fork() was used in the child
 };
 
 namespace detail {
@@ -46,12 +42,6 @@ class numaaff_category final : public std::error_category {
   const char* name() const noexcept override { return "numaaff"; }
   std::string message(int code) const override {
     switch (static_cast<errc>(code)) {
-      case errc::numa_unavailable: return "NUMA is not available on this kernel";
-      case errc::migration_forbidden: return "the kernel forbids page migration for this process";
-      case errc::partial_migration: return "some pages could not be migrated";
-      case errc::pages_not_populated: return "some pages of the range were never touched";
-      case errc::handler_conflict: return "the SIGSEGV handler could not be installed";
-      case errc::not_this_system: return "the topology does not describe this system";
       case errc::feature_unavailable: return "the running kernel does not provide this feature";
       case errc::too_many_ranges: return "too many ranges are armed for next-touch at once";
       case errc::used_after_fork:
@@ -62,9 +52,7 @@ class numaaff_category final : public std::error_category {
   std::error_condition default_error_condition(int code) const noexcept override {
     // Let users compare with the portable std::errc where one fits.
     switch (static_cast<errc>(code)) {
-      case errc::numa_unavailable:
       case errc::feature_unavailable: return std::errc::function_not_supported;
-      case errc::migration_forbidden: return std::errc::operation_not_permitted;
       default: return {code, *this};
     }
   }
@@ -77,7 +65,7 @@ inline const std::error_category& error_category() noexcept {
   return category;
 }
 
-/// Makes `std::error_code ec = numaaff::errc::partial_migration;` work.
+/// Makes `std::error_code ec = numaaff::errc::too_many_ranges;` work.
 inline std::error_code make_error_code(errc e) noexcept {
   return {static_cast<int>(e), error_category()};
 }

@@ -130,9 +130,7 @@ inline void pin_this_thread(node_id node) {
     detail::throw_invalid_argument("pin_this_thread: node " + std::to_string(node) +
                                    " has no CPU this process may use (nodes with CPUs: " +
                                    detail::format_list(detail::nodes_with_usable_cpus()) + ")");
-  std::error_code ec;
-  pin_this_thread(node, ec);
-  if (ec) detail::throw_system_error(ec, "sched_setaffinity");
+  detail::or_throw("pin_this_thread", [&](std::error_code& ec) { pin_this_thread(node, ec); });
 }
 
 }  // namespace numaaff

@@ -235,7 +235,10 @@ class placement {
   /// "pages 512: node0 256, node1 256, unpopulated 0".
   std::string to_string() const;
 
-  /// Adds one page's move_pages status (for where() and tests).
+ private:
+  friend placement where(const void* addr, std::size_t bytes, std::error_code& ec) noexcept;
+
+  /// Counts one page's move_pages status (where() builds the report).
   void add_status(int status) {
     ++total_;
     if (status >= 0) {
@@ -248,7 +251,6 @@ class placement {
     }
   }
 
- private:
   std::vector<std::size_t> per_node_;
   std::size_t unpopulated_ = 0;
   std::size_t unknown_ = 0;
@@ -416,9 +418,7 @@ inline void policy_call_or_throw(const char* fn, void* addr, std::size_t bytes, 
                                  const std::vector<node_id>& nodes, policy_options o) {
   require_range(fn, addr, bytes);
   if (mode != MPOL_DEFAULT) require_nodes(fn, nodes);
-  std::error_code ec;
-  policy_call(addr, bytes, mode, nodes, o, ec);
-  if (ec) throw_system_error(ec, "mbind");
+  or_throw(fn, [&](std::error_code& ec) { policy_call(addr, bytes, mode, nodes, o, ec); });
 }
 
 /// Pages of a span in batches: calls f(pages, count) with page addresses filled in.
@@ -505,9 +505,7 @@ inline void interleave(void* addr, std::size_t bytes, const std::vector<node_id>
   }
   detail::require_range("interleave", addr, bytes);
   detail::require_nodes("interleave", nodes);
-  std::error_code ec;
-  interleave(addr, bytes, nodes, granularity, o, ec);
-  if (ec) detail::throw_system_error(ec, "mbind");
+  detail::or_throw("interleave", [&](std::error_code& ec) { interleave(addr, bytes, nodes, granularity, o, ec); });
 }
 
 inline void prefer(void* addr, std::size_t bytes, node_id node, policy_options o) {
@@ -547,9 +545,7 @@ inline void prefer(void* addr, std::size_t bytes, const std::vector<node_id>& no
 inline void prefer(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, policy_options o) {
   detail::require_range("prefer", addr, bytes);
   detail::require_nodes("prefer", nodes);
-  std::error_code ec;
-  detail::prefer_many(addr, bytes, nodes, o, ec);
-  if (ec) detail::throw_system_error(ec, "mbind");
+  detail::or_throw("prefer", [&](std::error_code& ec) { detail::prefer_many(addr, bytes, nodes, o, ec); });
 }
 
 inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options o, std::error_code& ec) noexcept {
@@ -571,14 +567,13 @@ inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_op
     detail::refusals.policies.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  ec = r.error == ENOSYS ? make_error_code(errc::feature_unavailable) : r.code();
+  const std::error_code failure = r.failure();
+  ec = r.error == ENOSYS ? make_error_code(errc::feature_unavailable) : failure;
 }
 inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options o) {
   detail::require_range("set_home_node", addr, bytes);
   detail::require_node("set_home_node", home);
-  std::error_code ec;
-  set_home_node(addr, bytes, home, o, ec);
-  if (ec) detail::throw_system_error(ec, "set_mempolicy_home_node");
+  detail::or_throw("set_home_node", [&](std::error_code& ec) { set_home_node(addr, bytes, home, o, ec); });
 }
 
 inline void reset_policy(void* addr, std::size_t bytes, std::error_code& ec) noexcept {
@@ -736,9 +731,7 @@ inline move_result move_to(void* addr, std::size_t bytes, node_id target, std::e
 inline move_result move_to(void* addr, std::size_t bytes, node_id target) {
   detail::require_range("move_to", addr, bytes);
   detail::require_node("move_to", target);
-  std::error_code ec;
-  move_result r = move_to(addr, bytes, target, ec);
-  if (ec) detail::throw_system_error(ec, "move_pages");
+  move_result r = detail::or_throw("move_to", [&](std::error_code& ec) { return move_to(addr, bytes, target, ec); });
   return r;
 }
 
@@ -807,9 +800,7 @@ inline move_result place_blocks(void* addr, std::size_t bytes, std::size_t block
   detail::require_range("place_blocks", addr, bytes);
   const std::string why = detail::owners_error(bytes, block_bytes, owners);
   if (!why.empty()) detail::throw_invalid_argument("place_blocks: " + why);
-  std::error_code ec;
-  move_result r = place_blocks(addr, bytes, block_bytes, owners, ec);
-  if (ec) detail::throw_system_error(ec, "move_pages");
+  move_result r = detail::or_throw("place_blocks", [&](std::error_code& ec) { return place_blocks(addr, bytes, block_bytes, owners, ec); });
   return r;
 }
 
@@ -880,9 +871,7 @@ inline placement where(const void* addr, std::size_t bytes, std::error_code& ec)
 
 inline placement where(const void* addr, std::size_t bytes) {
   detail::require_range("where", addr, bytes);
-  std::error_code ec;
-  placement p = where(addr, bytes, ec);
-  if (ec) detail::throw_system_error(ec, "move_pages");
+  placement p = detail::or_throw("where", [&](std::error_code& ec) { return where(addr, bytes, ec); });
   return p;
 }
 

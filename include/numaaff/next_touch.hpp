@@ -278,11 +278,6 @@ inline void require_chunk(const char* call, std::size_t chunk) {
     throw_invalid_argument(std::string(call) + ": chunk_bytes " + std::to_string(chunk) +
                            " is not a non-zero multiple of the page size (" + std::to_string(page_size()) + ")");
 }
-/// Arming failed: the registry is full, or a system call failed (which one, the handler's state says).
-[[noreturn]] inline void throw_arm_error(const std::error_code& ec) {
-  if (ec == errc::too_many_ranges) throw_system_error(ec, "affinity_on_next_touch");
-  throw_system_error(ec, segv_handler_installed.load() ? "mprotect" : "sigaction");
-}
 
 }  // namespace detail
 
@@ -296,8 +291,8 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_tou
   }
   if (span.pages == 0) return;
   detail::arm_range(span.first, span.first + span.bytes(), detail::effective_chunk(options),
-                    options.target == next_touch_target::toucher_homenode ? detail::touch_target::homenode
-                                                                          : detail::touch_target::current_node,
+                    options.target == next_touch_target::toucher_homenode ? detail::touch_target::toucher_homenode
+                                                                          : detail::touch_target::toucher_node,
                     options.adaptive, options.max_adaptive_chunks, nullptr, ec);
 }
 
@@ -311,7 +306,7 @@ inline void arm_for_owners(void* addr, std::size_t bytes, std::size_t block_byte
   for (std::size_t i = 0; i < span.pages; ++i)
     page_nodes[i] = static_cast<std::uint16_t>(page_owner(base, block_bytes, owners, span.first + i * page_size()));
   split_where_owners_meet(base, bytes, block_bytes, owners);
-  arm_range(span.first, span.first + span.bytes(), effective_chunk(options), touch_target::current_node,
+  arm_range(span.first, span.first + span.bytes(), effective_chunk(options), touch_target::toucher_node,
             options.adaptive, options.max_adaptive_chunks, page_nodes.data(), ec);
 }
 
@@ -341,9 +336,7 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes, std::error_cod
 inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_options& options) {
   detail::require_range("affinity_on_next_touch", addr, bytes);
   detail::require_chunk("affinity_on_next_touch", detail::effective_chunk(options));
-  std::error_code ec;
-  affinity_on_next_touch(addr, bytes, options, ec);
-  if (ec) detail::throw_arm_error(ec);
+  detail::or_throw("affinity_on_next_touch", [&](std::error_code& ec) { affinity_on_next_touch(addr, bytes, options, ec); });
 }
 
 inline void affinity_on_next_touch(void* addr, std::size_t bytes) {
@@ -359,9 +352,9 @@ inline void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_
   detail::page_span span;
   detail::make_span(addr, bytes, span);
   if (span.pages == 0) return;
-  std::error_code ec;
-  detail::arm_for_owners(addr, bytes, block_bytes, owners, options, span, ec);  // std::bad_alloc as it is
-  if (ec) detail::throw_arm_error(ec);
+  detail::or_throw("place_blocks_on_next_touch", [&](std::error_code& ec) {
+    detail::arm_for_owners(addr, bytes, block_bytes, owners, options, span, ec);  // std::bad_alloc as it is
+  });
 }
 
 inline void disarm(void* addr, std::size_t bytes, std::error_code& ec) noexcept {
@@ -392,9 +385,7 @@ inline void touch_now(void* addr, std::size_t bytes, std::error_code& ec) noexce
 
 inline void touch_now(void* addr, std::size_t bytes) {
   detail::require_range("touch_now", addr, bytes);
-  std::error_code ec;
-  touch_now(addr, bytes, ec);
-  if (ec) detail::throw_system_error(ec, "mprotect");
+  detail::or_throw("touch_now", [&](std::error_code& ec) { touch_now(addr, bytes, ec); });
 }
 
 inline bool is_armed(const void* addr, std::size_t bytes) noexcept {

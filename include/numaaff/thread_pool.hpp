@@ -92,8 +92,9 @@ enum class node_policy { fork, exec, round_robin };
 /// How idle workers take work from other nodes.
 enum class steal_mode {
   distance,    ///< remote nodes after the distance-proportional delay (the default)
-  local_only,  ///< never across nodes: a node's work waits for that node's workers
-  free         ///< remote nodes at once, nearest first (plain work stealing)
+  local,       ///< never across nodes: a node's work waits for that node's workers
+  free,        ///< remote nodes at once, nearest first (plain work stealing)
+  local_only [[deprecated("renamed steal_mode::local, as NUMAAFF_STEAL spells it")]] = local
 };
 
 /**
@@ -140,13 +141,16 @@ std::string to_string(steal_mode s);
  */
 std::chrono::nanoseconds remote_steal_delay(const thread_pool_options& o, const topology& t, node_id from, node_id to);
 
-/// Counters of a pool since construction (each a sum of per-worker relaxed counters).
-struct thread_pool_stats {
+/// Counters of a pool since construction (each a sum of per-worker relaxed counters). Named
+/// like next_touch_statistics and refusal_statistics: the struct is `*_statistics`, the call
+/// that returns it `*stats()`.
+struct thread_pool_statistics {
   std::uint64_t executed = 0;       ///< tasks run by workers
   std::uint64_t stolen_local = 0;   ///< taken from a sibling's deque on the same node
   std::uint64_t stolen_remote = 0;  ///< taken from another node
   std::uint64_t sleeps = 0;         ///< times a worker went to sleep
 };
+using thread_pool_stats [[deprecated("renamed thread_pool_statistics")]] = thread_pool_statistics;
 
 /**
  * The node-affine pool (see the file comment). Thread safety: every member may be called
@@ -269,7 +273,7 @@ class thread_pool {
   std::chrono::nanoseconds steal_delay(node_id from, node_id to) const;
   /// Remote nodes in the order a worker of `from` visits them.
   std::vector<node_id> steal_order(node_id from) const;
-  thread_pool_stats stats() const noexcept;
+  thread_pool_statistics stats() const noexcept;
   /// A description of the pool (nodes, workers, CPUs, policy, stealing, delays).
   std::string to_string() const;
 
@@ -327,7 +331,7 @@ inline std::string to_string(node_policy p) {
 inline std::string to_string(steal_mode s) {
   switch (s) {
     case steal_mode::distance: return "distance";
-    case steal_mode::local_only: return "local";
+    case steal_mode::local: return "local";
     case steal_mode::free: return "free";
   }
   return "?";
@@ -357,7 +361,7 @@ inline thread_pool_options thread_pool_options::from_environment(const std::func
   if (const char* v = lookup("NUMAAFF_STEAL")) {
     const std::string_view s = detail::trim(v);
     const char* valid = "distance, distance:MICROSECONDS (delay per 10 distance units), local or free";
-    if (s == "local") o.steal = steal_mode::local_only;
+    if (s == "local") o.steal = steal_mode::local;
     else if (s == "free") o.steal = steal_mode::free;
     else if (s == "distance") o.steal = steal_mode::distance;
     else if (s.substr(0, 9) == "distance:") {
@@ -461,7 +465,7 @@ inline std::string thread_pool::to_string() const {
 inline detail::scheduler_config thread_pool::config_for(const std::vector<node_id>& nodes) const {
   const topology& t = *topo_;
   detail::scheduler_config c(detail::steal_plan(nodes, t.nodes(), [&t](node_id a, node_id b) { return t.distance(a, b); },
-                                               local_distance, options_.steal == steal_mode::local_only,
+                                               local_distance, options_.steal == steal_mode::local,
                                                options_.steal == steal_mode::free, options_.steal_delay));
   const bool bind = options_.bind_workers && t.is_this_system();
   for (node_id n : nodes) {
@@ -542,8 +546,8 @@ void thread_pool::for_each_node(F&& f) {
   g.wait("thread_pool::for_each_node: calls discarded by thread_pool::cancel()");
 }
 
-inline thread_pool_stats thread_pool::stats() const noexcept {
-  thread_pool_stats s;
+inline thread_pool_statistics thread_pool::stats() const noexcept {
+  thread_pool_statistics s;
   for (const auto& w : sched_.workers()) {
     s.executed += w->executed.load(std::memory_order_relaxed);
     s.stolen_local += w->stolen_local.load(std::memory_order_relaxed);

@@ -675,15 +675,12 @@ inline node_id current_node(std::error_code& ec) noexcept {
 }
 
 inline node_id current_node() {
-  std::error_code ec;
-  const node_id n = current_node(ec);
-  if (ec) detail::throw_system_error(ec, "getcpu");
-  return n;
+  return detail::or_throw("current_node", [](std::error_code& ec) { return current_node(ec); });
 }
 
 inline int current_cpu() {
   const auto r = detail::call(detail::sys::getcpu, [] { return ::sched_getcpu(); });
-  return detail::check(detail::sys::getcpu, r);
+  return detail::check(r);
 }
 
 }  // namespace numaaff

@@ -139,7 +139,7 @@ TEST(ThreadPoolNuma, LocalAllocatorMemoryOfATaskIsOnItsHomenode) {
 TEST(ThreadPoolNuma, ParallelForFirstTouchPutsEachNodesBlockOnThatNode) {
   NUMAAFF_REQUIRE_NODES(2);
   auto o = thread_pool_options::from_environment();
-  o.steal = numaaff::steal_mode::local_only;
+  o.steal = numaaff::steal_mode::local;
   thread_pool pool(o);
   const std::size_t pages = 2048;
   numaaff_test::scratch m(pages * ps);
@@ -213,7 +213,7 @@ TEST(ThreadPoolNuma, ExecAndRoundRobinSpreadWorkOverTheNodes) {
     numaaff_test::gate go;
     auto o = thread_pool_options::from_environment();
     o.policy = policy;
-    o.steal = numaaff::steal_mode::local_only;
+    o.steal = numaaff::steal_mode::local;
     thread_pool pool(o);
     std::mutex m;
     std::map<int, int> per_node;

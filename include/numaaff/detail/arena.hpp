@@ -34,24 +34,15 @@
 
 namespace numaaff::detail {
 
-/// How memory is placed (shared by raw allocation, allocators and resources).
-/**
- * Transparent huge pages in numaaff's own mappings. A huge page sits on one node whole and
- * migrates whole: one shared by two blocks puts both on one node, and moving either block
- * moves the other's data with it.
- */
-enum class huge_page_mode : unsigned char {
-  per_block,  ///< no huge page ever holds two blocks: none in blocks under 2 MiB (nor in the
-              ///< small-block slabs); larger blocks are 2 MiB-aligned and get them except in
-              ///< their last, partial 2 MiB
-  never,      ///< no huge pages at all (MADV_NOHUGEPAGE)
-  always,     ///< 2 MiB-aligned, MADV_HUGEPAGE: large per-node arrays, fewer TLB misses
-};
+/// Huge pages in the arena's mappings (the public `huge_page_mode`, allocator.hpp, documents
+/// each choice; allocator.hpp converts).
+enum class huge_page_mode : unsigned char { per_block, never, always };
 
+/// How the arena places a block (the public `alloc_options`, converted by allocator.hpp).
 struct placement_options {
-  bool strict = true;     ///< MPOL_BIND (fail rather than spill) instead of MPOL_PREFERRED
-  bool populate = false;  ///< place the pages now instead of at first touch (large blocks)
-  huge_page_mode huge_pages = huge_page_mode::per_block;  ///< see huge_page_mode
+  bool strict = true;     // MPOL_BIND, else MPOL_PREFERRED
+  bool populate = false;  // fault the pages in now
+  huge_page_mode huge_pages = huge_page_mode::per_block;
 };
 
 /// Applies the huge-page choice to a fresh mapping [p, p + len) whose start is
@@ -107,10 +98,6 @@ struct node_arena {
   central_list lists[class_count];
 };
 
-/// The call behind the calling thread's last failed allocation, so that the throwing forms
-/// name it (the error codes alone cannot tell an mmap failure from an mbind one).
-inline thread_local sys failed_allocation_call = sys::mmap;
-
 /// mbind a fresh mapping to one node. MPOL_PREFERRED when not strict.
 inline std::error_code bind_mapping(void* p, std::size_t len, int node, const placement_options& o) noexcept {
   constexpr std::size_t bits = 8 * sizeof(unsigned long);
@@ -118,10 +105,7 @@ inline std::error_code bind_mapping(void* p, std::size_t len, int node, const pl
   mask[static_cast<std::size_t>(node) / bits] |= 1UL << (static_cast<std::size_t>(node) % bits);
   const auto r = sys_mbind(p, len, o.strict ? MPOL_BIND : MPOL_PREFERRED, mask, max_nodes + 1, 0);
   if (r) return {};
-  if (!refused(r.error)) {
-    failed_allocation_call = sys::mbind;
-    return r.code();
-  }
+  if (!refused(r.error)) return r.failure();
   // No NUMA, or a sandbox: the memory is still good, placed by its first touch.
   if (r.error != ENOSYS) refusals.mappings.fetch_add(1, std::memory_order_relaxed);
   return {};
@@ -138,8 +122,7 @@ inline void* map_aligned(std::size_t len, std::size_t align, std::error_code& ec
   }
   const auto m = sys_mmap(span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
   if (!m) {
-    failed_allocation_call = sys::mmap;
-    ec = m.code();
+    ec = m.failure();
     return nullptr;
   }
   const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(m.value);
@@ -251,8 +234,7 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
     if (!r) {
       if (r.error == ENOMEM) {
         sys_munmap(p, len);
-        failed_allocation_call = sys::madvise;
-        ec = r.code();
+        ec = r.failure();
         return nullptr;
       }
       const std::size_t ps = page_size();  // kernel before 5.14: touch each page

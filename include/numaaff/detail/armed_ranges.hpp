@@ -221,7 +221,7 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     const auto m = sys_mmap(words_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
     if (!m) {
       slot->state.store(slot_free, std::memory_order_release);
-      ec = m.code();
+      ec = m.failure();
       return;
     }
     slot->words = static_cast<std::atomic<std::uint32_t>*>(m.value);
@@ -260,7 +260,7 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     // and by then the handler finds it.
     const auto p = sys_mprotect(reinterpret_cast<void*>(begin), end - begin, PROT_NONE);
     if (!p) {
-      ec = p.code();
+      ec = p.failure();
       retire_slot(*slot);
     }
   } catch (...) {
@@ -298,6 +298,7 @@ inline void touch_range(std::uintptr_t begin, std::uintptr_t end, std::error_cod
           if (const int error = open_claimed(r, from, to, node_bits); error != 0) {
             unclaim(r, from, to);
             ec = std::error_code(error, std::generic_category());
+            failed_call = sys::mprotect;  // open_claimed's one call
           } else {
             move_opened(r, from, to, node, node_bits);
           }

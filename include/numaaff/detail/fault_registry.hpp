@@ -41,7 +41,9 @@ inline constexpr std::uint32_t chunk_claimed = 2;
 inline constexpr std::uint32_t chunk_moving = 3;
 inline constexpr std::uint32_t chunk_state_mask = 0xff;
 inline constexpr std::uint32_t chunk_waiters = 1u << 31;
-inline constexpr std::uint32_t chunk_node_mask = 0x00ffff00u;
+/// A claim's node + 1 (0: none) sits in bits 8-23 of the chunk word.
+inline constexpr unsigned chunk_node_shift = 8;
+inline constexpr std::uint32_t chunk_node_mask = 0xffffu << chunk_node_shift;
 /// Node bits of a claim made for a whole range (no node can have them).
 inline constexpr std::uint32_t range_claim_bits = chunk_node_mask;
 
@@ -64,7 +66,8 @@ inline constexpr std::size_t handler_buffer_count = 64;
 /// each, on the stack).
 inline constexpr std::size_t probe_batch = 128;
 
-enum class touch_target : int { current_node, homenode };
+/// The public next_touch_target as the handler reads it (same enumerators; next_touch.hpp converts).
+enum class touch_target : int { toucher_node, toucher_homenode };
 
 struct armed_range {
   std::atomic<int> state{slot_free};
@@ -78,7 +81,7 @@ struct armed_range {
   // Owner mode: the node of each page of [begin, end); opened chunks go there, whoever
   // touches them. Null: they go to the toucher's node (or homenode).
   const std::uint16_t* page_nodes = nullptr;
-  touch_target target = touch_target::current_node;
+  touch_target target = touch_target::toucher_node;
   bool adaptive = false;
   std::uint32_t max_run = 1;
   std::atomic<std::uint32_t> run{1};          // adaptive: chunks claimed per fault now
@@ -329,13 +332,15 @@ inline int open_claimed(armed_range& r, std::size_t& first, std::size_t& last, s
 
 /// The node the toucher's chunk goes to.
 inline int fault_target(const armed_range& r, int homenode) noexcept {
-  if (r.target == touch_target::homenode && homenode >= 0) return homenode;
+  if (r.target == touch_target::toucher_homenode && homenode >= 0) return homenode;
   unsigned cpu = 0, node = 0;
   if (!call(sys::getcpu, [&] { return ::getcpu(&cpu, &node); })) return 0;
   return static_cast<int>(node);
 }
 
-inline std::uint32_t node_bits_of(int node) noexcept { return (static_cast<std::uint32_t>(node + 1) & 0xffffu) << 8; }
+inline std::uint32_t node_bits_of(int node) noexcept {
+  return (static_cast<std::uint32_t>(node + 1) << chunk_node_shift) & chunk_node_mask;
+}
 
 /// Outcome of a fault inside one armed range.
 enum class chunk_verdict {

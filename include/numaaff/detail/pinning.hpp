@@ -50,7 +50,7 @@ inline std::error_code pin_to_mask(const cpu_mask_bits& m) noexcept {
   const auto r = call(sys::sched_setaffinity, [&] {
     return ::sched_setaffinity(0, m.size() * sizeof(unsigned long), reinterpret_cast<const cpu_set_t*>(m.data()));
   });
-  return r ? std::error_code{} : r.code();
+  return r ? std::error_code{} : r.failure();
 }
 
 /// Binds the calling thread to `cpu` alone (-1: leaves it as it is and says so).

@@ -143,11 +143,11 @@ inline std::error_code install_segv_handler_locked() noexcept {
   sigfillset(&ours.sa_mask);
   struct sigaction prev = {};
   auto r = call(sys::sigaction, [&] { return ::sigaction(SIGSEGV, nullptr, &prev); });
-  if (!r) return r.code();
+  if (!r) return r.failure();
   ours.sa_flags = SA_SIGINFO | SA_RESTART | (prev.sa_flags & SA_ONSTACK);
   previous_segv_action = prev;
   r = call(sys::sigaction, [&] { return ::sigaction(SIGSEGV, &ours, &previous_segv_action); });
-  if (!r) return r.code();
+  if (!r) return r.failure();
   segv_handler_installed.store(true, std::memory_order_release);
   return {};
 }

@@ -105,13 +105,15 @@ class steal_plan {
       });
     }
     for (int n : all_nodes) {
+      if (n < 0) continue;
       std::size_t best = index_of(n);
       if (best == no_node) {
         best = 0;
         for (std::size_t k = 1; k < count; ++k)
           if (distance(n, nodes_[k]) < distance(n, nodes_[best])) best = k;
       }
-      nearest_.push_back({n, best});
+      if (static_cast<std::size_t>(n) >= nearest_.size()) nearest_.resize(static_cast<std::size_t>(n) + 1, 0);
+      nearest_[static_cast<std::size_t>(n)] = best;
     }
   }
 
@@ -126,9 +128,7 @@ class steal_plan {
   }
   /// The pool node for homenode `n`: itself, else the nearest one; 0 for an unknown node.
   std::size_t nearest(int n) const noexcept {
-    for (const auto& [node, index] : nearest_)
-      if (node == n) return index;
-    return 0;
+    return n >= 0 && static_cast<std::size_t>(n) < nearest_.size() ? nearest_[static_cast<std::size_t>(n)] : 0;
   }
 
   /// The delay before a worker of node index `from` may take work of `to` (0 for the same).
@@ -199,7 +199,7 @@ class steal_plan {
   std::vector<std::uint64_t> delays_;                 // [from * count + to]
   std::vector<std::vector<steal_source>> remotes_;   // by distance from the thief
   std::vector<std::vector<std::size_t>> thieves_;    // by their distance towards the node
-  std::vector<std::pair<int, std::size_t>> nearest_;
+  std::vector<std::size_t> nearest_;  // by node number: every node of the topology, direct lookup on each fork submit
   std::vector<std::size_t> nobody_;  // wake_after for bound work and local_only
 };
 

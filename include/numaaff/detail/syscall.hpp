@@ -48,13 +48,29 @@ constexpr const char* sys_name(sys s) noexcept {
   return names[static_cast<std::size_t>(s)];
 }
 
-/// What a call returned and the errno it left (0 when it succeeded).
+/**
+ * The call behind the error that a noexcept core reported last on this thread (sys::count_:
+ * none, e.g. a caller's mistake or memory that ran out). Per thread, like errno: set where a
+ * core turns a failed call into its error code (sys_result::failure()), read by the throwing
+ * forms (throw_failure), which so name the call that failed instead of the one they expected.
+ * Never touched by the signal handler.
+ */
+inline thread_local sys failed_call = sys::count_;
+
+/// What a call returned, the errno it left (0 when it succeeded) and which call it was.
 template <class R>
 struct sys_result {
   R value;
   int error;
+  sys id;
   explicit operator bool() const noexcept { return error == 0; }
+  /// The error, as is (async-signal-safe).
   std::error_code code() const noexcept { return {error, std::generic_category()}; }
+  /// The error, recorded as this thread's failed call for the throwing form (not in a handler).
+  std::error_code failure() const noexcept {
+    failed_call = id;
+    return code();
+  }
 };
 
 // ---- failure injection ------------------------------------------------------------------
@@ -136,10 +152,10 @@ inline auto call(sys id, F&& f) noexcept -> sys_result<decltype(f())> {
     // An injected failure takes the place of the call, so an injected EINTR is retried too.
     if (injections_armed.load(std::memory_order_relaxed) == 0 || !take_injection(id, error)) {
       r = f();
-      if (!is_failure(r)) return {r, 0};
+      if (!is_failure(r)) return {r, 0, id};
       error = errno;
     }
-    if (error != EINTR) return {r, error};
+    if (error != EINTR) return {r, error, id};
   }
 }
 
@@ -149,7 +165,7 @@ inline sys_result<int> call_errnum(sys id, F&& f) noexcept {
   for (;;) {
     int r = 0;
     if (injections_armed.load(std::memory_order_relaxed) == 0 || !take_injection(id, r)) r = f();
-    if (r != EINTR) return {r, r};
+    if (r != EINTR) return {r, r, id};
   }
 }
 
@@ -157,15 +173,41 @@ inline sys_result<int> call_errnum(sys id, F&& f) noexcept {
 template <class R>
 inline bool report(const sys_result<R>& r, std::error_code& ec) noexcept {
   if (r.error == 0) return true;
-  ec = r.code();
+  ec = r.failure();
   return false;
 }
 
 /// ... or by throwing std::system_error named after the call (throwing overloads).
 template <class R>
-inline R check(sys id, const sys_result<R>& r) {
-  if (r.error != 0) throw_system_error(r.code(), sys_name(id));
+inline R check(const sys_result<R>& r) {
+  if (r.error != 0) throw_system_error(r.code(), sys_name(r.id));
   return r.value;
+}
+
+/**
+ * The exception for an error a noexcept core reported: std::system_error named after the call
+ * that failed (failed_call), else after `what` (an error of numaaff's own, such as a full
+ * registry); std::bad_alloc for memory that ran out outside any call.
+ */
+[[noreturn]] inline void throw_failure(const std::error_code& ec, const char* what) {
+  if (failed_call != sys::count_) throw_system_error(ec, sys_name(failed_call));
+  if (ec == std::errc::not_enough_memory) throw_bad_alloc();
+  throw_system_error(ec, what);
+}
+
+/// Runs the noexcept core `core(ec)` and throws what it reports (see throw_failure).
+template <class Core>
+inline auto or_throw(const char* what, Core&& core) {
+  failed_call = sys::count_;
+  std::error_code ec;
+  if constexpr (std::is_void_v<decltype(core(ec))>) {
+    core(ec);
+    if (ec) throw_failure(ec, what);
+  } else {
+    auto r = core(ec);
+    if (ec) throw_failure(ec, what);
+    return r;
+  }
 }
 
 }  // namespace numaaff::detail
