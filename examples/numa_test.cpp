@@ -150,7 +150,7 @@ struct mode_outcome {
 };
 
 mode_outcome run_mode(const std::string& mode, const settings& s, const numaaff::topology& topo) {
-  const std::size_t jobs = s.jobs_per_node * topo.node_count();
+  const std::size_t jobs = s.jobs_per_node * topo.cpu_nodes().size();  // jobs run on nodes with CPUs
   std::vector<job_result> results(jobs);
   const auto t0 = std::chrono::steady_clock::now();
   std::uint64_t messages = 0;
@@ -238,7 +238,7 @@ int main(int argc, char** argv) {
   a.done();
   try {
     const numaaff::topology& topo = numaaff::topology::system();
-    s.disturb_groups = groups >= 0 ? static_cast<std::size_t>(groups) : topo.node_count();
+    s.disturb_groups = groups >= 0 ? static_cast<std::size_t>(groups) : topo.cpu_nodes().size();
     const numaaff::capability_report report = numaaff::system_report();
     const bool multi = report.placement_effective();
     std::printf("numa_test on %zu node(s), %zu CPU(s), kernel %s%s\n\n", topo.node_count(), topo.machine_cpu_count(),

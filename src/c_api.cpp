@@ -90,6 +90,12 @@ int numaaff_nodes(int* nodes, size_t capacity, size_t* count) noexcept {
   return e != 0 ? e : copy_out(v, nodes, capacity, count);
 }
 
+int numaaff_cpu_nodes(int* nodes, size_t capacity, size_t* count) noexcept {
+  std::vector<int> v;
+  const int e = guarded([&] { v = numaaff::topology::system().cpu_nodes(); });
+  return e != 0 ? e : copy_out(v, nodes, capacity, count);
+}
+
 int numaaff_current_node(void) noexcept {
   std::error_code ec;
   const int n = numaaff::current_node(ec);
@@ -181,6 +187,20 @@ int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int
   const numaaff::move_result r = numaaff::place_blocks(addr, bytes, block_bytes, v, ec);
   if (result != nullptr)
     *result = numaaff_move_result{r.total, r.moved, r.already_there, r.unpopulated, r.failed, r.carried, r.first_error};
+  return from_code(ec);
+}
+
+int numaaff_weighted_interleave(void* addr, size_t bytes, const int* nodes, const unsigned* weights,
+                                size_t count) noexcept {
+  if (count == 0 || nodes == nullptr || weights == nullptr) return EINVAL;
+  std::vector<numaaff::node_weight> w;
+  if (const int e = guarded([&] {
+        for (size_t i = 0; i < count; ++i) w.push_back({nodes[i], weights[i]});
+      });
+      e != 0)
+    return e;
+  std::error_code ec;
+  numaaff::weighted_interleave(addr, bytes, w, {}, ec);
   return from_code(ec);
 }
 

@@ -199,6 +199,95 @@ TEST(Memory, AFailedCallIsASystemErrorNamingIt) {
   for (std::size_t i = 0; i < m.bytes; ++i) ASSERT_EQ(m.p[i], 0x5a);  // data intact and readable
 }
 
+// ---- weighted interleave -------------------------------------------------------------------
+
+/// Pages per weight entry of a plan, checking that the runs tile [0, pages) in order.
+std::vector<std::size_t> plan_totals(std::size_t pages, const std::vector<std::uint64_t>& w, std::size_t max_runs,
+                                     std::size_t* runs = nullptr, std::vector<std::size_t>* first_tile = nullptr) {
+  std::vector<std::size_t> totals(w.size(), 0);
+  std::size_t at = 0, count = 0;
+  numaaff::detail::for_each_weighted_run(pages, w, max_runs, [&](const numaaff::detail::page_run& r) {
+    EXPECT_EQ(r.first, at) << "runs must tile the range in order";
+    EXPECT_GT(r.pages, 0u);
+    EXPECT_NE(w[r.owner], 0u) << "a zero weight got pages";
+    if (first_tile != nullptr && count < w.size()) first_tile->push_back(r.pages);
+    totals[r.owner] += r.pages;
+    at += r.pages;
+    ++count;
+  });
+  EXPECT_EQ(at, pages);
+  if (runs != nullptr) *runs = count;
+  return totals;
+}
+
+TEST(WeightedInterleave, RunsFollowTheWeightsRoundByRound) {
+  std::size_t runs = 0;
+  std::vector<std::size_t> tile;
+  // A round of 3 + 1 pages when the map count allows one run per page group.
+  EXPECT_EQ(plan_totals(4000, {3, 1}, 100000, &runs, &tile), (std::vector<std::size_t>{3000, 1000}));
+  EXPECT_EQ(runs, 2000u);
+  EXPECT_EQ(tile, (std::vector<std::size_t>{3, 1}));
+  // Reduced by the gcd: 6:2 is 3:1.
+  EXPECT_EQ(plan_totals(4000, {6, 2}, 100000, &runs), (std::vector<std::size_t>{3000, 1000}));
+  EXPECT_EQ(runs, 2000u);
+  // Zero weights get nothing; the others keep their proportion.
+  EXPECT_EQ(plan_totals(900, {0, 5, 3, 1}, 100000), (std::vector<std::size_t>{0, 500, 300, 100}));
+  // A partial last round is split at the cumulative boundaries: 10 pages of 3:1.
+  EXPECT_EQ(plan_totals(10, {3, 1}, 100000), (std::vector<std::size_t>{7, 3}));
+  // Weights far above the page count (no whole round fits) still split by proportion.
+  EXPECT_EQ(plan_totals(10, {4294967295u, 1}, 100000), (std::vector<std::size_t>{9, 1}));
+  EXPECT_EQ(plan_totals(0, {3, 1}, 100000), (std::vector<std::size_t>{0, 0}));
+}
+
+TEST(WeightedInterleave, FewerMappingsMeanLargerTilesNotOtherProportions) {
+  std::size_t runs = 0;
+  std::vector<std::size_t> tile;
+  // 8 runs allowed for 4000 pages of 3:1: 4 tiles of 750 + 250 pages.
+  EXPECT_EQ(plan_totals(4000, {3, 1}, 8, &runs, &tile), (std::vector<std::size_t>{3000, 1000}));
+  EXPECT_EQ(runs, 8u);
+  EXPECT_EQ(tile, (std::vector<std::size_t>{750, 250}));
+  // 1 GiB of 4 KiB pages, 2:1, at the library's cap: about 1024 runs, proportions kept.
+  const std::size_t gib = 262144;
+  const auto t = plan_totals(gib, {2, 1}, numaaff::detail::weighted_runs_max, &runs);
+  EXPECT_LE(runs, numaaff::detail::weighted_runs_max + 2);
+  EXPECT_LE(std::max(t[0], 2 * t[1]) - std::min(t[0], 2 * t[1]), 2u) << t[0] << " " << t[1];
+  // A budget below one run per node still covers the range: one tile.
+  EXPECT_EQ(plan_totals(400, {1, 3}, 1, &runs), (std::vector<std::size_t>{100, 300}));
+  EXPECT_EQ(runs, 2u);
+}
+
+TEST(WeightedInterleave, CallerMistakesNameTheWeights) {
+  mapping m(8);
+  const auto message = [&](const std::vector<numaaff::node_weight>& w) -> std::string {
+    try {
+      numaaff::weighted_interleave(m.p, m.bytes, w);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "no exception";
+  };
+  EXPECT_NE(message({}).find("weighted_interleave: weights: the list is empty"), std::string::npos);
+  EXPECT_NE(message({{999, 1}}).find("weights: node 999 does not exist"), std::string::npos) << message({{999, 1}});
+  EXPECT_NE(message({{home(), 1}, {home(), 2}}).find("is listed twice"), std::string::npos);
+  EXPECT_NE(message({{home(), 0}}).find("every weight is 0"), std::string::npos);
+  EXPECT_THROW(numaaff::weighted_interleave(nullptr, 1, {{home(), 1}}), std::invalid_argument);
+  std::error_code ec;
+  numaaff::weighted_interleave(m.p, m.bytes, {}, {}, ec);
+  EXPECT_EQ(ec, std::errc::invalid_argument);
+  numaaff::weighted_interleave(m.p, m.bytes, {{home(), 1}}, {}, ec);
+  EXPECT_FALSE(ec);
+  numaaff::weighted_interleave(m.p, 0, {{home(), 1}});  // no-op
+}
+
+TEST(WeightedInterleave, OneNodeBindsThereAndKeepsTheData) {
+  mapping m(16);
+  m.touch();
+  numaaff::weighted_interleave(m.p, m.bytes, {{home(), 7}}, numaaff::policy_options{true, true});
+  EXPECT_EQ(raw_policy(m.p), expected_policy(MPOL_BIND));
+  EXPECT_EQ(numaaff_test::query_pages(m.p, m.bytes).on(home()), 16u);
+  for (std::size_t i = 0; i < m.bytes; i += ps) ASSERT_EQ(m.p[i], static_cast<char>(i / ps));
+}
+
 TEST(Memory, ARefusedCallIsACountedNoOp) {
   // EPERM: a sandbox (seccomp) denies the call; tests/test_sandbox.cpp covers the real filter,
   // this the per-call handling. EACCES is not a sandbox (move_pages to a node outside the

@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <fstream>
 #include <new>
+#include <numeric>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -121,6 +122,39 @@ void prefer(void* addr, std::size_t bytes, const std::vector<node_id>& nodes, po
  */
 void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options options = {});
 void set_home_node(void* addr, std::size_t bytes, node_id home, policy_options options, std::error_code& ec) noexcept;
+
+/// A node and its share of a weighted interleave.
+struct node_weight {
+  node_id node;     ///< a kernel node (with or without CPUs)
+  unsigned weight;  ///< its share; 0 leaves the node out
+};
+
+/**
+ * Spreads the pages of the range over the nodes in proportion to their weights, for any
+ * weights and on every kernel: with {{0, 3}, {2, 1}}, three pages of every four go to node 0
+ * and one to node 2, mixed through the whole range (so that a stream over any part of it draws
+ * on every node in that proportion), not in two halves. Typical use: a bandwidth-bound array
+ * over DRAM and a CXL or HBM node, weights in proportion to their bandwidths.
+ *
+ * How: equal weights are one MPOL_INTERLEAVE. Otherwise the range is cut into tiles, and in
+ * each tile every node gets a run of pages in proportion to its weight (MPOL_BIND, or
+ * MPOL_PREFERRED when `options.strict` is false); one tile holds one round of the reduced
+ * weights (3 + 1 pages above) when the process's map count allows, else the smallest tiles
+ * whose mappings (one per run) fit in half of the mappings vm.max_map_count has left. The
+ * kernel's own MPOL_WEIGHTED_INTERLEAVE (Linux 6.9) is not used: its weights are system-wide
+ * (sysfs), and a library must not change them. `options.move_existing` moves pages already
+ * there.
+ *
+ * Thread-safe (acts on the address space); allocates the run plan; one mbind per run.
+ * @throws std::invalid_argument naming `weights` for an empty list, a node the kernel does
+ *         not have, a node listed twice or weights that are all 0; for a null/wrapping range.
+ * @throws std::system_error named "mbind" if a call fails (ENOMEM: out of mappings).
+ * @note One node: the pages stay on it. A refused call (sandbox) is a counted no-op.
+ */
+void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_weight>& weights);
+void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_weight>& weights, policy_options options);
+void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_weight>& weights, policy_options options,
+                         std::error_code& ec) noexcept;
 
 /// Back to the process's default policy (MPOL_DEFAULT: first touch) for the range.
 void reset_policy(void* addr, std::size_t bytes);
@@ -574,6 +608,144 @@ inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_op
   detail::require_range("set_home_node", addr, bytes);
   detail::require_node("set_home_node", home);
   detail::or_throw("set_home_node", [&](std::error_code& ec) { set_home_node(addr, bytes, home, o, ec); });
+}
+
+namespace detail {
+
+/// What is wrong with a weight list ("" when nothing).
+inline std::string weights_error(const std::vector<node_weight>& weights) {
+  if (weights.empty()) return "weights: the list is empty";
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (!valid_node(weights[i].node)) return "weights: " + node_error(weights[i].node);
+    for (std::size_t j = 0; j < i; ++j)
+      if (weights[j].node == weights[i].node) return "weights: node " + std::to_string(weights[i].node) + " is listed twice";
+    total += weights[i].weight;
+  }
+  return total == 0 ? "weights: every weight is 0" : "";
+}
+
+/// A run of `pages` pages from page `first` of a range, for entry `owner` of a weight list.
+struct page_run {
+  std::size_t first;
+  std::size_t pages;
+  std::size_t owner;
+};
+
+/**
+ * The runs of a weighted interleave of `pages` pages over `weights` (not all 0), at most about
+ * `max_runs` of them. The weights are reduced by their gcd to a round of W pages; a tile is k
+ * rounds, with k the smallest that keeps the runs within max_runs (at least 1), and entry i
+ * gets k * w_i consecutive pages of each tile, in list order. The last, partial tile is split
+ * by the same proportions (rounded down at each cumulative boundary). Pure: calls
+ * f(page_run) in address order.
+ */
+template <class F>
+void for_each_weighted_run(std::size_t pages, const std::vector<std::uint64_t>& weights, std::size_t max_runs, F&& f) {
+  // Reduced by the gcd; a round of more than 2^20 pages is scaled down to 2^20 (a relative
+  // error below 1e-6, far under one page of any range a round fits in), which keeps every
+  // product below in 64 bits.
+  constexpr std::uint64_t round_max = std::uint64_t{1} << 20;
+  std::uint64_t g = 0, total = 0;
+  std::size_t used = 0;
+  for (std::uint64_t w : weights) {
+    if (w == 0) continue;
+    g = std::gcd(g, w);
+    ++used;
+  }
+  if (used == 0 || pages == 0) return;
+  std::vector<std::uint64_t> share(weights.size(), 0);
+  for (std::size_t i = 0; i < weights.size(); ++i) total += share[i] = weights[i] / g;
+  if (total > round_max) {
+    std::uint64_t scaled = 0;
+    for (std::size_t i = 0; i < weights.size(); ++i)
+      if (share[i] != 0) scaled += share[i] = std::max<std::uint64_t>(1, share[i] * round_max / total);
+    total = scaled;
+  }
+  const std::size_t tiles_allowed = std::max<std::size_t>(1, max_runs / used);
+  const std::uint64_t per_tile_min = (pages + tiles_allowed - 1) / tiles_allowed;  // pages a tile must hold
+  const std::uint64_t k = std::max<std::uint64_t>(1, (per_tile_min + total - 1) / total);
+  const std::uint64_t tile = k * total;  // <= per_tile_min + total: no overflow
+  std::size_t at = 0;
+  const auto split = [&](std::uint64_t span_pages) {
+    // Entry i's run covers [floor(span * C_i / W), floor(span * C_(i+1) / W)), C the running sum.
+    std::uint64_t before = 0, start = 0;
+    for (std::size_t i = 0; i < share.size(); ++i) {
+      before += share[i];
+      const std::uint64_t end = span_pages / total * before + span_pages % total * before / total;
+      if (end > start) f(page_run{at + static_cast<std::size_t>(start), static_cast<std::size_t>(end - start), i});
+      start = end;
+    }
+    at += static_cast<std::size_t>(span_pages);
+  };
+  while (pages - at >= tile) split(tile);
+  if (at < pages) split(pages - at);
+}
+
+/// Most mappings one weighted interleave adds: 1 GiB in 2 MiB tiles of two runs each. More
+/// would take map count from the rest of the program (next-touch arming splits mappings too)
+/// for a finer mix that only a single sequential stream could notice.
+inline constexpr std::size_t weighted_runs_max = 1024;
+
+/// Mappings a call may add: weighted_runs_max, or half of what vm.max_map_count leaves the
+/// process if that is less (at least 1).
+inline std::size_t mapping_budget() {
+  std::size_t limit = 65530;  // the kernel's default
+  if (std::ifstream in("/proc/sys/vm/max_map_count"); in) in >> limit;
+  std::size_t used = 0;
+  if (std::ifstream maps("/proc/self/maps"); maps)
+    for (std::string line; std::getline(maps, line);) ++used;
+  return std::min(weighted_runs_max, limit > used + 2 ? (limit - used) / 2 : 1);
+}
+
+}  // namespace detail
+
+inline void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_weight>& weights,
+                                policy_options o, std::error_code& ec) noexcept {
+  ec.clear();
+  try {
+    detail::page_span span;
+    if (!detail::make_span(addr, bytes, span) || !detail::weights_error(weights).empty()) {
+      ec = std::make_error_code(std::errc::invalid_argument);
+      return;
+    }
+    std::vector<node_id> nodes;
+    std::vector<std::uint64_t> shares;
+    for (const node_weight& w : weights) {
+      if (w.weight == 0) continue;
+      nodes.push_back(w.node);
+      shares.push_back(w.weight);
+    }
+    std::string why;
+    if (std::all_of(shares.begin(), shares.end(), [&](std::uint64_t s) { return s == shares.front(); })) {
+      std::vector<unsigned long> mask;
+      detail::make_mask(nodes, mask, why);
+      detail::apply_policy(span, nodes.size() == 1 ? MPOL_BIND : MPOL_INTERLEAVE, mask, o, ec);
+      return;
+    }
+    std::vector<std::vector<unsigned long>> masks(nodes.size());
+    for (std::size_t i = 0; i < nodes.size(); ++i) detail::make_mask({nodes[i]}, masks[i], why);
+    const int mode = o.strict ? MPOL_BIND : MPOL_PREFERRED;
+    const std::size_t ps = detail::page_size();
+    // A refused call (sandbox) is one counted no-op, not one per run.
+    const std::uint64_t refused_before = detail::refusals.policies.load(std::memory_order_relaxed);
+    detail::for_each_weighted_run(span.pages, shares, detail::mapping_budget(), [&](const detail::page_run& r) {
+      if (ec || detail::refusals.policies.load(std::memory_order_relaxed) != refused_before) return;
+      detail::apply_policy(detail::page_span{span.first + r.first * ps, r.pages}, mode, masks[r.owner], o, ec);
+    });
+  } catch (const std::bad_alloc&) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+}
+inline void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_weight>& weights,
+                                policy_options o) {
+  detail::require_range("weighted_interleave", addr, bytes);
+  const std::string why = detail::weights_error(weights);
+  if (!why.empty()) detail::throw_invalid_argument("weighted_interleave: " + why);
+  detail::or_throw("weighted_interleave", [&](std::error_code& ec) { weighted_interleave(addr, bytes, weights, o, ec); });
+}
+inline void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_weight>& weights) {
+  weighted_interleave(addr, bytes, weights, policy_options{});
 }
 
 inline void reset_policy(void* addr, std::size_t bytes, std::error_code& ec) noexcept {

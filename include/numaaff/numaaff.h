@@ -52,6 +52,8 @@ NUMAAFF_C_API int numaaff_node_count(void) NUMAAFF_C_NOEXCEPT;
 /** Writes up to `capacity` node numbers (ascending) to `nodes` and the number of nodes to
  *  `*count` (which may exceed `capacity`: call again with more room). */
 NUMAAFF_C_API int numaaff_nodes(int* nodes, size_t capacity, size_t* count) NUMAAFF_C_NOEXCEPT;
+/** The nodes with CPUs this process may use (memory-only nodes left out), as numaaff_nodes. */
+NUMAAFF_C_API int numaaff_cpu_nodes(int* nodes, size_t capacity, size_t* count) NUMAAFF_C_NOEXCEPT;
 /** The node of the CPU the caller runs on now, or -1 (errno set). */
 NUMAAFF_C_API int numaaff_current_node(void) NUMAAFF_C_NOEXCEPT;
 /** Distance between two nodes (10 = local) in `*distance`. */
@@ -106,6 +108,11 @@ NUMAAFF_C_API int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_mo
  *  every block. `result` may be NULL. See numaaff::place_blocks. */
 NUMAAFF_C_API int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int* owners,
                                        size_t owner_count, numaaff_move_result* result) NUMAAFF_C_NOEXCEPT;
+/** Spreads the pages of the range over `nodes[i]` in proportion to `weights[i]` (i below
+ *  `count`), mixed through the range; any weights, every kernel. See
+ *  numaaff::weighted_interleave. */
+NUMAAFF_C_API int numaaff_weighted_interleave(void* addr, size_t bytes, const int* nodes, const unsigned* weights,
+                                              size_t count) NUMAAFF_C_NOEXCEPT;
 /** Pages of the range now on `node`, in `*pages` (a raw page-status query). */
 NUMAAFF_C_API int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages) NUMAAFF_C_NOEXCEPT;
 /** Pages of the range never touched, in `*pages`. */

@@ -117,7 +117,7 @@ class node_arenas {
     const bool tbb_numa = tbb_binds();
     const std::vector<tbb::numa_node_id> ids = tbb::info::numa_nodes();
     for (node_id n : nodes) {
-      if (!t.has_node(n) || t.cpus_of(n).empty())
+      if (!t.has_node(n) || !t.has_cpus(n))
         detail::throw_invalid_argument("node_arenas: node " + std::to_string(n) + " is not a node with usable CPUs (" +
                                        detail::format_list(t.nodes()) + ")");
       auto e = std::make_unique<entry>();
@@ -178,13 +178,7 @@ class node_arenas {
     std::unique_ptr<detail::node_pinning_observer> observer;
   };
 
-  static std::vector<node_id> nodes_with_cpus() {
-    std::vector<node_id> out;
-    const topology& t = topology::system();
-    for (node_id n : t.nodes())
-      if (!t.cpus_of(n).empty()) out.push_back(n);
-    return out;
-  }
+  static std::vector<node_id> nodes_with_cpus() { return topology::system().cpu_nodes(); }
 
   entry& find(node_id n) {
     for (auto& e : entries_)

@@ -392,14 +392,13 @@ inline std::shared_ptr<const topology> thread_pool::topology_of(const thread_poo
 inline std::vector<node_id> thread_pool::pool_nodes(const thread_pool_options& o, const topology& t) {
   std::vector<node_id> out;
   if (o.nodes.empty()) {
-    for (node_id n : t.nodes())
-      if (!t.cpus_of(n).empty()) out.push_back(n);
+    out = t.cpu_nodes();
   } else {
     for (node_id n : o.nodes) {
       if (!t.has_node(n))
         detail::throw_invalid_argument("thread_pool: node " + std::to_string(n) + " is not in the topology (" +
                                        detail::format_list(t.nodes()) + ")");
-      if (t.cpus_of(n).empty())
+      if (!t.has_cpus(n))
         detail::throw_invalid_argument("thread_pool: node " + std::to_string(n) + " has no CPU this process may use");
       if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
     }

@@ -159,8 +159,22 @@ class topology {
    */
   static topology parse(const std::string& value, const std::string& what = "topology");
 
-  /// Nodes in ascending kernel numbering. Never empty.
+  /// Nodes in ascending kernel numbering, with and without CPUs. Never empty.
   const std::vector<node_id>& nodes() const noexcept { return nodes_; }
+  /**
+   * The nodes that have CPUs this process may use, ascending: where threads can run, hence
+   * the nodes a thread_pool gives workers and a node policy picks. Memory-only nodes (CXL
+   * expanders, HBM in flat mode, GPU memory) and nodes whose CPUs are all outside the
+   * process's binding are left out. Allocates the returned vector.
+   */
+  std::vector<node_id> cpu_nodes() const {
+    std::vector<node_id> out;
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (!cpus_of_[i].empty()) out.push_back(nodes_[i]);
+    return out;
+  }
+  /// True when node `n` has CPUs this process may use. @throws std::invalid_argument if `n` is not in this topology.
+  bool has_cpus(node_id n) const { return !cpus_of_[checked_index(n, "node")].empty(); }
   std::size_t node_count() const noexcept { return nodes_.size(); }
   bool has_node(node_id n) const noexcept { return index_of(n) != npos; }
 
@@ -640,7 +654,7 @@ inline std::string topology::to_string() const {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     std::string cpus;
     for (int c : cpus_of_[i]) cpus += " " + std::to_string(c);
-    s += "node " + std::to_string(nodes_[i]) + " cpus:" + cpus + "\n";
+    s += "node " + std::to_string(nodes_[i]) + " cpus:" + (cpus.empty() ? std::string(" none (memory only)") : cpus) + "\n";
     s += "node " + std::to_string(nodes_[i]) + " size: " + std::to_string(memory_of_[i] >> 20) + " MB\n";
   }
   s += "node distances:\nnode ";

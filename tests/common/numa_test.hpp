@@ -28,6 +28,21 @@ inline int vm_int(const char* name, int fallback) {
 
 }  // namespace numaaff_test
 
+/// Skips unless the kernel shows at least `n` nodes with CPUs: on the host, or in a rig topology
+/// that has fewer CPU nodes by design (tiered: memory-only nodes); fails in any other guest.
+#define NUMAAFF_REQUIRE_CPU_NODES(n)                                                                \
+  do {                                                                                              \
+    NUMAAFF_REQUIRE_NODES(n);                                                                       \
+    const int cpu_nodes_ = static_cast<int>(::numaaff_test::sysfs_cpu_nodes().size());             \
+    if (cpu_nodes_ < (n)) {                                                                         \
+      if (::numaaff_test::vm_int("NUMAAFF_TEST_CPU_NODES", -1) != cpu_nodes_) {                    \
+        FAIL() << "needs >= " << (n) << " nodes with CPUs but the guest has " << cpu_nodes_;       \
+      }                                                                                             \
+      GTEST_SKIP() << "needs >= " << (n) << " nodes with CPUs; this topology has " << cpu_nodes_  \
+                   << " CPU nodes by design";                                                       \
+    }                                                                                               \
+  } while (0)
+
 /// Skips (host) or fails (VM) unless the kernel shows at least `n` online NUMA nodes.
 #define NUMAAFF_REQUIRE_NODES(n)                                                                    \
   do {                                                                                              \

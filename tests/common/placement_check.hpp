@@ -103,6 +103,20 @@ inline std::vector<int> sysfs_nodes() {
   return parse_cpulist(text);
 }
 
+/// The online nodes with CPUs, and those without (memory-only), per sysfs.
+inline std::vector<int> sysfs_cpu_nodes() {
+  std::vector<int> out;
+  for (int n : sysfs_nodes())
+    if (!sysfs_cpus_of(n).empty()) out.push_back(n);
+  return out;
+}
+inline std::vector<int> sysfs_memory_only_nodes() {
+  std::vector<int> out;
+  for (int n : sysfs_nodes())
+    if (sysfs_cpus_of(n).empty()) out.push_back(n);
+  return out;
+}
+
 /// The node of `cpu` per sysfs, or -1.
 inline int sysfs_node_of_cpu(int cpu) {
   for (int n : sysfs_nodes())

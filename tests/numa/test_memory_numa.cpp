@@ -4,6 +4,7 @@
 // on their node, and a strict allocation beyond a node's memory fails cleanly.
 #include <numaaff/allocator.hpp>
 #include <numaaff/memory.hpp>
+#include <numaaff/topology.hpp>
 
 #include "../common/numa_test.hpp"
 #include "../common/scratch.hpp"
@@ -15,8 +16,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <memory_resource>
 #include <vector>
 
@@ -91,6 +95,67 @@ TEST(MemoryNuma, InterleaveSpreadsWithinOnePageOfEven) {
   g.fill(5);
   for (std::size_t i = 0; i < nodes.size() * 2; ++i)
     EXPECT_EQ(query_pages(g.p + i * granule * ps, granule * ps).on(nodes[i % nodes.size()]), granule) << "granule " << i;
+}
+
+// Weighted interleave, with any weights and on 6.1 as on 6.12: the first node 3 pages of every
+// 4, the last (a memory-only node in the tiered guest) 1; exact counts, mixed through the range
+// (every 64-page window has the mix), the data intact; and a 5:3:1 mix over three nodes.
+TEST(MemoryNuma, WeightedInterleaveMixesPagesInProportionToTheWeights) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  const int a = nodes.front(), b = nodes.back();
+  const std::size_t pages = 2048;
+  mapping m(pages);
+  numaaff::weighted_interleave(m.p, m.bytes, {{a, 3}, {b, 1}});
+  m.fill(11);
+  const auto raw = query_pages(m.p, m.bytes);
+  EXPECT_EQ(raw.on(a), 1536u);
+  EXPECT_EQ(raw.on(b), 512u);
+  for (std::size_t w = 0; w < pages; w += 64) {
+    const auto part = query_pages(m.p + w * ps, 64 * ps);
+    ASSERT_EQ(part.on(a), 48u) << "window at page " << w;
+  }
+  EXPECT_TRUE(m.intact(11));
+  if (nodes.size() >= 3) {
+    const int c = nodes[1];
+    mapping t(900);
+    numaaff::weighted_interleave(t.p, t.bytes, {{a, 5}, {c, 3}, {b, 1}});
+    t.fill(12);
+    const auto r = query_pages(t.p, t.bytes);
+    EXPECT_EQ(r.on(a), 500u);
+    EXPECT_EQ(r.on(c), 300u);
+    EXPECT_EQ(r.on(b), 100u);
+  }
+}
+
+// A process close to vm.max_map_count: one mapping per page-run would fail (ENOMEM) long
+// before the range is covered; the tiles grow instead, and the proportions hold.
+TEST(MemoryNuma, WeightedInterleaveStaysWithinTheMapCount) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  std::size_t maps = 0;
+  {
+    std::ifstream in("/proc/self/maps");
+    for (std::string line; std::getline(in, line);) ++maps;
+  }
+  std::ifstream old_in("/proc/sys/vm/max_map_count");
+  std::size_t old_limit = 0;
+  old_in >> old_limit;
+  std::ofstream limit("/proc/sys/vm/max_map_count");
+  if (!limit) GTEST_SKIP() << "cannot lower vm.max_map_count (not root)";
+  limit << maps + 300 << std::flush;
+  const std::size_t pages = 16384;  // 2:1 page by page would need 16384 mappings
+  mapping m(pages);
+  std::error_code ec;
+  numaaff::weighted_interleave(m.p, m.bytes, {{nodes.front(), 2}, {nodes.back(), 1}}, {}, ec);
+  std::ofstream("/proc/sys/vm/max_map_count") << old_limit << std::flush;
+  ASSERT_FALSE(ec) << ec.message();
+  m.fill(13);
+  const auto raw = query_pages(m.p, m.bytes);
+  EXPECT_EQ(raw.on(nodes.front()) + raw.on(nodes.back()), pages);
+  const auto twice_b = 2 * static_cast<long>(raw.on(nodes.back()));
+  EXPECT_LE(std::labs(static_cast<long>(raw.on(nodes.front())) - twice_b), 2) << raw.on(nodes.front()) << " vs " << raw.on(nodes.back());
+  EXPECT_TRUE(m.intact(13));
 }
 
 TEST(MemoryNuma, MoveToMovesEveryPageAndKeepsEveryByte) {

@@ -30,7 +30,7 @@ namespace {
 
 using numaaff_test::query_pages;
 using numaaff_test::sysfs_cpus_of;
-using numaaff_test::sysfs_nodes;
+using numaaff_test::sysfs_cpu_nodes;
 
 const std::size_t ps = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
@@ -54,7 +54,7 @@ void fill_on(region& r, int node) {
 }
 
 void quarters_follow_their_toucher(const numaaff::next_touch_options& options) {
-  const std::vector<int> nodes = sysfs_nodes();
+  const std::vector<int> nodes = sysfs_cpu_nodes();
   region r(32 << 20);
   fill_on(r, nodes.front());
   const std::size_t part = r.bytes / nodes.size();
@@ -96,7 +96,7 @@ TEST(NextTouchNuma, AdaptiveGranularityAlsoFollowsTheToucher) {
 
 TEST(NextTouchNuma, FaultStormFromAllNodesLosesNoUpdate) {
   NUMAAFF_REQUIRE_NODES(2);
-  const std::vector<int> nodes = sysfs_nodes();
+  const std::vector<int> nodes = sysfs_cpu_nodes();
   const std::size_t pages = 1024;
   region r(pages * ps);
   fill_on(r, nodes.front());
@@ -125,7 +125,7 @@ TEST(NextTouchNuma, FaultStormFromAllNodesLosesNoUpdate) {
 
 TEST(NextTouchNuma, HomenodeTargetPullsToTheTouchersHomenode) {
   NUMAAFF_REQUIRE_NODES(2);
-  const std::vector<int> nodes = sysfs_nodes();
+  const std::vector<int> nodes = sysfs_cpu_nodes();
   region r(8 << 20);
   fill_on(r, nodes.front());
   numaaff::next_touch_options o;
@@ -145,7 +145,7 @@ TEST(NextTouchNuma, HomenodeTargetPullsToTheTouchersHomenode) {
 
 TEST(NextTouchNuma, AFullTargetNodeLeavesDataIntactAndCountsFailures) {
   NUMAAFF_REQUIRE_NODES(2);
-  const std::vector<int> nodes = sysfs_nodes();
+  const std::vector<int> nodes = sysfs_cpu_nodes();
   const int full = nodes.back();
   region r(32 << 20);
   fill_on(r, nodes.front());
@@ -178,7 +178,7 @@ TEST(NextTouchNuma, AFullTargetNodeLeavesDataIntactAndCountsFailures) {
 // not the whole huge page back and forth between owners.
 TEST(NextTouchNuma, BlocksInsideHugePagesEachFollowTheirOwnToucher) {
   NUMAAFF_REQUIRE_NODES(2);
-  const std::vector<int> nodes = numaaff_test::sysfs_nodes();
+  const std::vector<int> nodes = numaaff_test::sysfs_cpu_nodes();
   const std::size_t huge = numaaff::detail::huge_page_size(), block = 72u << 10, bytes = 2 * huge;
   int start = -1;
   bool formed = false;
@@ -210,7 +210,7 @@ TEST(NextTouchNuma, BlocksInsideHugePagesEachFollowTheirOwnToucher) {
 // byte).
 TEST(NextTouchNuma, PlaceBlocksOnNextTouchSendsEachBlockToItsOwnerWhoeverTouchesFirst) {
   NUMAAFF_REQUIRE_NODES(2);
-  const std::vector<int> nodes = sysfs_nodes();
+  const std::vector<int> nodes = sysfs_cpu_nodes();
   const std::size_t huge = numaaff::detail::huge_page_size(), bytes = 2 * huge;
   for (const std::size_t block : {std::size_t{72} << 10, (std::size_t{72} << 10) + 24})
   for (const std::size_t chunk : {std::size_t{0}, huge})

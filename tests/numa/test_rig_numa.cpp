@@ -105,7 +105,7 @@ TEST(Rig, RawMovePagesMovesEveryPageAndKeepsTheData) {
 
 TEST(Rig, ThreadBoundToEachNodeRunsThere) {
   NUMAAFF_REQUIRE_NODES(2);
-  for (int node : sysfs_nodes()) {
+  for (int node : numaaff_test::sysfs_cpu_nodes()) {
     const std::vector<int> cpus = sysfs_cpus_of(node);
     ASSERT_FALSE(cpus.empty()) << "node " << node;
     std::vector<int> seen;

@@ -30,7 +30,7 @@ TEST(TbbNuma, OneTbbSeesEveryNodeAndTheIdsConvert) {
 TEST(TbbNuma, TheArenaOfNodeNRunsOnNodeN) {
   NUMAAFF_REQUIRE_NODES(2);
   numaaff::node_arenas arenas;
-  EXPECT_EQ(arenas.nodes(), numaaff_test::sysfs_nodes());
+  EXPECT_EQ(arenas.nodes(), numaaff_test::sysfs_cpu_nodes());
   for (node_id n : arenas.nodes()) {
     EXPECT_EQ(arenas.run_on(n, kernel_node_here).get(), n);
     std::atomic<int> elsewhere{0};

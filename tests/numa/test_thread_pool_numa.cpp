@@ -28,7 +28,7 @@ using numaaff::node_id;
 using numaaff::thread_pool;
 using numaaff::thread_pool_options;
 using numaaff_test::query_pages;
-using numaaff_test::sysfs_nodes;
+using numaaff_test::sysfs_cpu_nodes;
 
 /// The node of the CPU running the caller, per the kernel.
 int kernel_node_here() { return numaaff_test::sysfs_node_of_cpu(sched_getcpu()); }
@@ -39,9 +39,9 @@ TEST(ThreadPoolNuma, OneBoundWorkerPerCpuOnEveryNode) {
   NUMAAFF_REQUIRE_NODES(2);
   thread_pool pool;
   EXPECT_TRUE(pool.workers_bound());
-  EXPECT_EQ(pool.nodes(), sysfs_nodes());
+  EXPECT_EQ(pool.nodes(), sysfs_cpu_nodes());
   std::size_t cpus = 0;
-  for (int n : sysfs_nodes()) {
+  for (int n : sysfs_cpu_nodes()) {
     EXPECT_EQ(pool.workers_on(n), numaaff_test::sysfs_cpus_of(n).size());
     cpus += numaaff_test::sysfs_cpus_of(n).size();
   }
@@ -54,7 +54,7 @@ TEST(ThreadPoolNuma, SubmitToANodeRunsOnACpuOfThatNode) {
   NUMAAFF_REQUIRE_NODES(2);
   thread_pool pool;
   for (int round = 0; round < 10; ++round) {
-    for (int n : sysfs_nodes()) {
+    for (int n : sysfs_cpu_nodes()) {
       const auto [kernel_node, home] =
           pool.submit(n, [] { return std::make_pair(kernel_node_here(), numaaff::this_homenode()); }).get();
       EXPECT_EQ(kernel_node, n);
@@ -65,7 +65,7 @@ TEST(ThreadPoolNuma, SubmitToANodeRunsOnACpuOfThatNode) {
 
 TEST(ThreadPoolNuma, ForkChildrenOfATaskOnNodeTwoRunOnNodeTwo) {
   NUMAAFF_REQUIRE_NODES(2);
-  const int home = sysfs_nodes().size() > 2 ? 2 : sysfs_nodes().back();  // node 2, or the last
+  const int home = sysfs_cpu_nodes().size() > 2 ? 2 : sysfs_cpu_nodes().back();  // node 2, or the last
   auto o = thread_pool_options::from_environment();
   o.policy = numaaff::node_policy::fork;
   o.steal_delay = std::chrono::seconds(2);  // far longer than the children take
@@ -124,7 +124,7 @@ TEST(ThreadPoolNuma, BusyNodesWorkIsStolenOnlyAfterTheDelayAndKeepsItsHomenode) 
 TEST(ThreadPoolNuma, LocalAllocatorMemoryOfATaskIsOnItsHomenode) {
   NUMAAFF_REQUIRE_NODES(2);
   thread_pool pool;
-  for (int n : sysfs_nodes()) {
+  for (int n : sysfs_cpu_nodes()) {
     const auto raw = pool.submit(n, [] {
                            std::vector<double, numaaff::local_allocator<double>> big(1 << 18, 1.0);
                            std::vector<int, numaaff::local_allocator<int>> small(100, 2);
@@ -175,7 +175,7 @@ TEST(ThreadPoolNuma, ParallelForCalledFromAnotherNodeRunsEveryBlockOnThePoolsNod
   // The caller is an unbound outside thread on node 0, the pool lives on node 1: the caller must
   // not run the blocks itself (its wait may only help with work of the node it runs on).
   NUMAAFF_REQUIRE_NODES(2);
-  const std::vector<int> nodes = sysfs_nodes();
+  const std::vector<int> nodes = sysfs_cpu_nodes();
   thread_pool_options o;
   o.nodes = {nodes[1]};
   thread_pool pool(o);
@@ -237,6 +237,31 @@ TEST(ThreadPoolNuma, ExecAndRoundRobinSpreadWorkOverTheNodes) {
   }
 }
 
+// Memory-only nodes (the tiered guest's 2 and 3) get no workers and no work: the default pool
+// is over the CPU nodes, a task cannot be aimed at a memory-only node, and a thread whose
+// homenode is memory-only submits (fork) to the nearest CPU node, where its task runs with
+// that homenode. On the other topologies every node has CPUs and only the first part applies.
+TEST(ThreadPoolNuma, MemoryOnlyNodesGetNoWorkersAndNoWork) {
+  NUMAAFF_REQUIRE_NODES(2);
+  thread_pool pool;
+  EXPECT_EQ(pool.nodes(), sysfs_cpu_nodes());
+  EXPECT_EQ(pool.nodes(), numaaff::topology::system().cpu_nodes());
+  const numaaff::topology& t = numaaff::topology::system();
+  for (int m : numaaff_test::sysfs_memory_only_nodes()) {
+    EXPECT_THROW(pool.submit(m, [] {}), std::invalid_argument) << "node " << m;
+    int nearest = pool.nodes().front();
+    for (int n : pool.nodes())
+      if (t.distance(m, n) < t.distance(m, nearest)) nearest = n;
+    std::pair<int, int> ran{-2, -2};
+    std::thread([&] {
+      numaaff::set_homenode(m);
+      ran = pool.submit([] { return std::make_pair(kernel_node_here(), numaaff::this_homenode()); }).get();
+    }).join();
+    EXPECT_EQ(ran.first, nearest) << "a task of a thread with memory-only homenode " << m;
+    EXPECT_EQ(ran.second, nearest);
+  }
+}
+
 TEST(ThreadPoolNuma, ThePoolStaysInsideTheCpusetNumactlGives) {
   NUMAAFF_REQUIRE_NODES(2);
   const std::string out = numaaff_test::run_command(std::string("numactl -N 1 ") + NUMAAFF_TOPOLOGY_PROBE + " pool");
@@ -256,7 +281,7 @@ TEST(ThreadPoolNuma, TheLauncherBindsAndSetsTheHomenode) {
   // -n sets the homenode without binding: every node's workers, memory preferred on node 1
   // (the child's own policy, read back with get_mempolicy by numactl --show).
   const std::string home = numaaff_test::run_command(run + " -n 1 -- " + NUMAAFF_TOPOLOGY_PROBE + " pool");
-  EXPECT_NE(home.find("pool_nodes=" + numaaff::detail::format_list(sysfs_nodes()) + "\n"), std::string::npos) << home;
+  EXPECT_NE(home.find("pool_nodes=" + numaaff::detail::format_list(sysfs_cpu_nodes()) + "\n"), std::string::npos) << home;
   EXPECT_NE(home.find("homenode=1\n"), std::string::npos) << home;
   const std::string policy = numaaff_test::run_command(run + " -n 1 -- numactl --show");
   EXPECT_NE(policy.find("preferred node: 1"), std::string::npos) << policy;

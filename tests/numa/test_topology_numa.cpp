@@ -34,10 +34,25 @@ TEST(TopologyNuma, MatchesTheKernel) {
   }
 }
 
+// Memory-only nodes (the tiered guest's nodes without CPUs) are nodes, with memory and
+// distances, but not CPU nodes: cpu_nodes() is exactly the kernel's nodes with a cpulist.
+TEST(TopologyNuma, CpuNodesAreTheNodesWithCpus) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const numaaff::topology& t = numaaff::topology::system();
+  std::vector<int> with_cpus;
+  for (int n : numaaff_test::sysfs_nodes()) {
+    if (!numaaff_test::sysfs_cpus_of(n).empty()) with_cpus.push_back(n);
+    EXPECT_EQ(t.has_cpus(n), !numaaff_test::sysfs_cpus_of(n).empty()) << "node " << n;
+    EXPECT_GT(t.memory_of(n), 64u << 20) << "node " << n;
+  }
+  EXPECT_EQ(t.cpu_nodes(), with_cpus);
+  EXPECT_EQ(t.nodes(), numaaff_test::sysfs_nodes());
+}
+
 TEST(TopologyNuma, CurrentNodeFollowsTheThread) {
   NUMAAFF_REQUIRE_NODES(2);
   const numaaff::topology& t = numaaff::topology::system();
-  for (int n : t.nodes()) {
+  for (int n : t.cpu_nodes()) {
     int seen = -2;
     std::thread th([&] {
       cpu_set_t set;
@@ -52,9 +67,14 @@ TEST(TopologyNuma, CurrentNodeFollowsTheThread) {
 
 TEST(TopologyNuma, NumactlCpuNodeBindRestrictsTheView) {
   NUMAAFF_REQUIRE_NODES(2);
-  const int last = numaaff_test::sysfs_nodes().back();
+  int last = -1;
+  for (int n : numaaff_test::sysfs_nodes())
+    if (!numaaff_test::sysfs_cpus_of(n).empty()) last = n;
   const std::string out = numaaff_test::run_command("numactl -N " + std::to_string(last) + " " NUMAAFF_TOPOLOGY_PROBE);
-  EXPECT_NE(out.find("nodes=" + std::to_string(last) + "\n"), std::string::npos) << out;
+  // The bound node, and the memory-only nodes: CPU binding leaves their memory usable.
+  std::vector<int> view{last};
+  for (int n : numaaff_test::sysfs_memory_only_nodes()) view.push_back(n);
+  EXPECT_NE(out.find("nodes=" + numaaff::detail::format_list(view) + "\n"), std::string::npos) << out;
   EXPECT_NE(out.find("restricted=1"), std::string::npos) << out;
   const std::string free_run = numaaff_test::run_command(NUMAAFF_TOPOLOGY_PROBE);
   EXPECT_NE(free_run.find("restricted=0"), std::string::npos) << free_run;
