@@ -288,6 +288,55 @@ TEST(WeightedInterleave, OneNodeBindsThereAndKeepsTheData) {
   for (std::size_t i = 0; i < m.bytes; i += ps) ASSERT_EQ(m.p[i], static_cast<char>(i / ps));
 }
 
+// ---- data_node -----------------------------------------------------------------------------
+
+TEST(DataNode, TheNodeOfMostSampledPagesOrMinusOne) {
+  mapping m(64);
+  EXPECT_EQ(numaaff::data_node(m.p, m.bytes), -1);  // never touched
+  m.touch();
+  const int known = numaaff_test::in_numa_sandbox() ? -1 : home();  // a sandbox denies the query
+  EXPECT_EQ(numaaff::data_node(m.p, m.bytes), known);
+  EXPECT_EQ(numaaff::data_node(m.p + 3, 10), known);
+  EXPECT_EQ(numaaff::data_node(m.p, 0), -1);
+  EXPECT_THROW((void)numaaff::data_node(nullptr, 1), std::invalid_argument);
+  {
+    scoped_failure fail(sys::move_pages, EIO, 1);
+    try {
+      (void)numaaff::data_node(m.p, m.bytes);
+      ADD_FAILURE() << "no exception";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("numaaff: move_pages", 0), 0u) << e.what();
+    }
+  }
+  {
+    scoped_failure deny(sys::move_pages, EPERM);  // a sandbox: nobody can say, no error
+    std::error_code ec;
+    EXPECT_EQ(numaaff::data_node(m.p, m.bytes, ec), -1);
+    EXPECT_FALSE(ec);
+  }
+}
+
+// The scheduling hint's cache: a repeated hint makes no query while numaaff migrates nothing,
+// and any migration (here a moving bind of another range) makes the next hint ask again.
+TEST(DataNode, HintsAreCachedUntilNumaaffMigratesSomething) {
+  if (numaaff_test::in_numa_sandbox()) GTEST_SKIP() << "the sandbox denies every page query: nothing to cache";
+  mapping m(16), other(4);
+  m.touch();
+  other.touch();
+  EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), home());
+  {
+    scoped_failure fail(sys::move_pages, EIO);  // a query now would fail: -1
+    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), home());  // cached
+    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes - 1), -1);  // another range: asked
+  }
+  numaaff::bind(other.p, other.bytes, home(), numaaff::policy_options{true, true});  // a migration (MPOL_MF_MOVE)
+  {
+    scoped_failure fail(sys::move_pages, EIO);
+    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), -1);  // asked again
+  }
+  EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), home());
+}
+
 TEST(Memory, ARefusedCallIsACountedNoOp) {
   // EPERM: a sandbox (seccomp) denies the call; tests/test_sandbox.cpp covers the real filter,
   // this the per-call handling. EACCES is not a sandbox (move_pages to a node outside the

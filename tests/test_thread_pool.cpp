@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -521,6 +522,32 @@ TEST(ThreadPoolEnvironment, TheLauncherRejectsBadNumbersWithTheUsage) {
 }
 
 // ---- layer 2: this host -----------------------------------------------------------------
+
+// Data-affine submission on one node: hinted tasks run (on the only node) whether the data
+// is populated or not; a range that is not one is a caller error; run_near and post_near too.
+TEST(ThreadPoolHost, SubmitNearRunsNearTheDataOrByThePolicy) {
+  numaaff::thread_pool pool;
+  std::vector<double> touched(1 << 16, 1.0);
+  const long ps = sysconf(_SC_PAGESIZE);
+  void* fresh = mmap(nullptr, 64 * static_cast<std::size_t>(ps), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(fresh, MAP_FAILED);
+  const node_id here = numaaff_test::sysfs_nodes().front();
+  EXPECT_EQ(pool.submit_near(touched, [] { return numaaff::this_homenode(); }).get(), here);
+  EXPECT_EQ(pool.submit_near(touched.data() + 7, 100, [] { return numaaff::this_homenode(); }).get(), here);
+  EXPECT_EQ(pool.submit_near(fresh, 64 * static_cast<std::size_t>(ps), [] { return numaaff::this_homenode(); }).get(), here);
+  EXPECT_THROW(pool.submit_near(nullptr, 8, [] {}), std::invalid_argument);
+  std::atomic<int> ran{0};
+  pool.post_near(touched.data(), touched.size() * sizeof(double), [&] { ++ran; });
+  {
+    numaaff::task_group g(pool);
+    for (int i = 0; i < 8; ++i) g.run_near(touched.data() + i * 1024, 1024 * sizeof(double), [&] { ++ran; });
+    EXPECT_THROW(g.run_near(nullptr, 1, [] {}), std::invalid_argument);
+    g.wait();
+  }
+  pool.wait();
+  EXPECT_EQ(ran.load(), 9);
+  munmap(fresh, 64 * static_cast<std::size_t>(ps));
+}
 
 TEST(ThreadPoolHost, DefaultPoolHasOneBoundWorkerPerAllowedCpu) {
   thread_pool pool;

@@ -37,6 +37,7 @@
 #include "topology.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -303,6 +304,19 @@ class placement {
  */
 placement where(const void* addr, std::size_t bytes);
 placement where(const void* addr, std::size_t bytes, std::error_code& ec) noexcept;
+
+/**
+ * The node that holds most of the range's pages, estimated from at most 16 pages spread evenly
+ * over it in one move_pages query (ties: the lowest node): cheap enough to ask per task, which
+ * is what thread_pool::submit_near does. -1 when none of those pages is resident (never
+ * touched) or the kernel will not say (a sandbox that denies move_pages).
+ *
+ * Thread-safe; allocates nothing; one system call.
+ * @throws std::invalid_argument for a null/wrapping range; std::system_error named
+ *         "move_pages" if the query fails as a whole.
+ */
+node_id data_node(const void* addr, std::size_t bytes);
+node_id data_node(const void* addr, std::size_t bytes, std::error_code& ec) noexcept;
 
 /**
  * A table in the style of the classic numa_test output: one line per named range, a column
@@ -1039,6 +1053,86 @@ inline placement where(const void* addr, std::size_t bytes, std::error_code& ec)
     ec = std::make_error_code(std::errc::not_enough_memory);
   }
   return p;
+}
+
+namespace detail {
+
+inline constexpr std::size_t data_node_samples = 16;
+
+/// data_node over a validated span (-1: not resident, not known, or the query failed: `ec`).
+inline node_id sampled_node(const page_span& span, std::error_code& ec) noexcept {
+  if (span.pages == 0) return -1;
+  void* pages[data_node_samples];
+  int status[data_node_samples];
+  const std::size_t n = std::min(data_node_samples, span.pages);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::size_t page = n == 1 ? 0 : i * (span.pages - 1) / (n - 1);
+    pages[i] = reinterpret_cast<void*>(span.first + page * page_size());
+  }
+  const auto q = sys_move_pages(n, pages, nullptr, status, 0);
+  if (!q) {
+    if (!refused(q.error)) report(q, ec);
+    return -1;
+  }
+  node_id best = -1;
+  std::size_t best_count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (status[i] < 0) continue;
+    std::size_t count = 0;
+    for (std::size_t j = 0; j < n; ++j) count += status[j] == status[i] ? 1 : 0;
+    if (count > best_count || (count == best_count && status[i] < best)) {
+      best = status[i];
+      best_count = count;
+    }
+  }
+  return best;
+}
+
+/**
+ * data_node for scheduling hints, cached per thread: an answer is reused for the same
+ * (addr, bytes) while numaaff has migrated nothing since (migration_epoch) and for at most
+ * data_node_ttl, after which pages the kernel moved on its own are seen again. "Not resident"
+ * is never cached (a first touch changes it without a migration). -1 for any failure: a hint
+ * is never an error.
+ */
+inline constexpr std::chrono::milliseconds data_node_ttl{50};
+inline node_id cached_data_node(const void* addr, std::size_t bytes) noexcept {
+  struct entry {
+    const void* addr = nullptr;
+    std::size_t bytes = 0;
+    std::uint64_t epoch = 0;
+    std::chrono::steady_clock::time_point at{};
+    node_id node = -1;
+  };
+  constexpr std::size_t slots = 64;
+  static thread_local entry cache[slots];
+  const auto key = reinterpret_cast<std::uintptr_t>(addr);
+  entry& e = cache[(key >> 12 ^ key >> 21 ^ bytes) % slots];
+  const std::uint64_t epoch = migration_epoch.load(std::memory_order_relaxed);
+  const auto now = std::chrono::steady_clock::now();
+  if (e.node >= 0 && e.addr == addr && e.bytes == bytes && e.epoch == epoch && now - e.at < data_node_ttl) return e.node;
+  page_span span;
+  if (!make_span(addr, bytes, span)) return -1;
+  std::error_code ec;
+  const node_id n = sampled_node(span, ec);
+  e = entry{addr, bytes, epoch, now, n};
+  return n;
+}
+
+}  // namespace detail
+
+inline node_id data_node(const void* addr, std::size_t bytes, std::error_code& ec) noexcept {
+  ec.clear();
+  detail::page_span span;
+  if (!detail::make_span(addr, bytes, span)) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return -1;
+  }
+  return detail::sampled_node(span, ec);
+}
+inline node_id data_node(const void* addr, std::size_t bytes) {
+  detail::require_range("data_node", addr, bytes);
+  return detail::or_throw("data_node", [&](std::error_code& ec) { return data_node(addr, bytes, ec); });
 }
 
 inline placement where(const void* addr, std::size_t bytes) {

@@ -8,8 +8,9 @@
  * deadlock nor need spare threads. A thread outside the pool is not pinned, so on a machine
  * with several nodes it only sleeps (a task it ran could move off its homenode with it); on
  * one node it runs the tasks it submitted itself. A task's homenode is chosen as for
- * thread_pool::submit (the pool's node policy) or named by run(node, f); either way the task
- * may be stolen by another node after the distance delay (thread_pool.hpp).
+ * thread_pool::submit (the pool's node policy), named by run(node, f) or found from the data
+ * it works on by run_near(addr, bytes, f); either way the task may be stolen by another node
+ * after the distance delay (thread_pool.hpp).
  *
  * @code{.cpp}
  * numaaff::task_group g(pool);
@@ -27,6 +28,7 @@
 #pragma once
 
 #include "detail/scheduler.hpp"
+#include "memory.hpp"
 #include "topology.hpp"
 
 #include <utility>
@@ -65,6 +67,15 @@ class task_group {
     detail::scheduler& s = scope_.sched();
     s.check_process("task_group::run");
     scope_.run(std::forward<F>(f), s.checked_node(homenode, "task_group::run"), false);
+  }
+  /// Runs `f()` near the range's data (see thread_pool::submit_near): a hint, stealable
+  /// after the delay. @throws std::invalid_argument for a null addr with non-zero bytes.
+  template <class F>
+  void run_near(const void* addr, std::size_t bytes, F&& f) {
+    detail::scheduler& s = scope_.sched();
+    s.check_process("task_group::run_near");
+    detail::require_range("task_group::run_near", addr, bytes);
+    scope_.run(std::forward<F>(f), s.near_node(detail::cached_data_node(addr, bytes)), false);
   }
   /// Helps until every task of the group has finished; rethrows the first exception.
   /// @throws std::system_error with std::errc::operation_canceled if, with no task throwing,

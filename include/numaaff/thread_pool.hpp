@@ -65,6 +65,7 @@
 #include "detail/text.hpp"
 #include "detail/throw.hpp"
 #include "homenode.hpp"
+#include "memory.hpp"
 #include "partition.hpp"
 #include "task_group.hpp"
 #include "topology.hpp"
@@ -77,6 +78,7 @@
 #include <exception>
 #include <functional>
 #include <future>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -194,6 +196,35 @@ class thread_pool {
   auto submit(node_id homenode, F&& f) {
     sched_.check_process("thread_pool::submit");
     return submit_to(checked_node(homenode, "submit"), true, std::forward<F>(f));
+  }
+
+  /**
+   * Runs `f()` near its data: its homenode is the node holding most of the range's pages
+   * (data_node(), memory.hpp: one sampled page query, cached per thread while numaaff migrates
+   * nothing, so repeated hints on the same data cost almost nothing), or the nearest pool node
+   * to it (data on a memory-only node); the node policy's choice when the range is not
+   * populated yet. Like OpenMP's `affinity` clause, a hint: the task is stealable after the
+   * delay like any other, and it follows data that move_to, place_blocks or next touch moved.
+   * The range need not be page-aligned. @return std::future of f's result (or exception).
+   * @throws std::invalid_argument for a null addr with non-zero bytes, or a wrapping range.
+   */
+  template <class F>
+  auto submit_near(const void* addr, std::size_t bytes, F&& f) {
+    sched_.check_process("thread_pool::submit_near");
+    detail::require_range("thread_pool::submit_near", addr, bytes);
+    return submit_to(sched_.near_node(detail::cached_data_node(addr, bytes)), false, std::forward<F>(f));
+  }
+  /// submit_near over a contiguous container or span (`std::data`, `std::size`).
+  template <class Range, class F, class = decltype(std::data(std::declval<const Range&>()))>
+  auto submit_near(const Range& data, F&& f) {
+    return submit_near(std::data(data), std::size(data) * sizeof(*std::data(data)), std::forward<F>(f));
+  }
+  /// post() near the range's data (see submit_near).
+  template <class F>
+  void post_near(const void* addr, std::size_t bytes, F&& f) {
+    sched_.check_process("thread_pool::post_near");
+    detail::require_range("thread_pool::post_near", addr, bytes);
+    sched_.enqueue(sched_.make_task(std::forward<F>(f), sched_.near_node(detail::cached_data_node(addr, bytes)), false, nullptr));
   }
 
   /// Fire-and-forget submit: no future (cheaper); an exception is kept for wait() to rethrow.

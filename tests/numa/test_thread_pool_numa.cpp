@@ -11,12 +11,15 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -260,6 +263,44 @@ TEST(ThreadPoolNuma, MemoryOnlyNodesGetNoWorkersAndNoWork) {
     EXPECT_EQ(ran.first, nearest) << "a task of a thread with memory-only homenode " << m;
     EXPECT_EQ(ran.second, nearest);
   }
+}
+
+// Data-affine tasks: a task hinted at a block runs on the node that holds the block (a
+// memory-only node's block: on the nearest CPU node), every time; after move_to the next hint
+// follows the data. Local stealing, so that "runs there" is what the design guarantees rather
+// than what an idle thief happens to leave alone.
+TEST(ThreadPoolNuma, SubmitNearRunsEachTaskOnTheNodeOfItsData) {
+  NUMAAFF_REQUIRE_NODES(2);
+  auto o = thread_pool_options::from_environment();
+  o.steal = numaaff::steal_mode::local;
+  thread_pool pool(o);
+  const numaaff::topology& t = numaaff::topology::system();
+  const std::vector<int> nodes = numaaff_test::sysfs_nodes();
+  std::vector<std::unique_ptr<numaaff_test::scratch>> blocks;
+  for (int n : nodes) {
+    blocks.push_back(std::make_unique<numaaff_test::scratch>(64 * ps, MADV_NOHUGEPAGE));
+    numaaff::bind(blocks.back()->p, blocks.back()->bytes, n);
+    std::memset(blocks.back()->p, 1, blocks.back()->bytes);
+  }
+  const auto expected_for = [&](int n) {
+    if (t.has_cpus(n)) return n;
+    int nearest = pool.nodes().front();
+    for (int c : pool.nodes())
+      if (t.distance(n, c) < t.distance(n, nearest)) nearest = c;
+    return nearest;
+  };
+  const auto probe = [] { return std::make_pair(kernel_node_here(), numaaff::this_homenode()); };
+  for (int round = 0; round < 20; ++round) {
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      const auto [ran, home] = pool.submit_near(blocks[i]->p, blocks[i]->bytes, probe).get();
+      ASSERT_EQ(home, expected_for(nodes[i])) << "data on node " << nodes[i];
+      ASSERT_EQ(ran, expected_for(nodes[i])) << "data on node " << nodes[i];
+    }
+  }
+  const int from = nodes.front(), to = pool.nodes().back();
+  ASSERT_NE(from, to);
+  (void)numaaff::move_to(blocks.front()->p, blocks.front()->bytes, to);
+  EXPECT_EQ(pool.submit_near(blocks.front()->p, blocks.front()->bytes, probe).get(), std::make_pair(to, to));
 }
 
 TEST(ThreadPoolNuma, ThePoolStaysInsideTheCpusetNumactlGives) {

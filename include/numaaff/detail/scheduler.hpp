@@ -215,6 +215,12 @@ class scheduler {
   void enqueue(pool_task* t);
   /// The node index for work submitted without a homenode (the policy).
   std::size_t policy_node();
+  /// The node index for work near data on kernel node `data_node`: that node, else the
+  /// nearest pool node (a memory-only node's data goes to its nearest CPU node); the policy's
+  /// choice when the node is unknown (-1) or the pool's nodes are logical.
+  std::size_t near_node(int data_node) {
+    return data_node >= 0 && config_.kernel_nodes ? config_.plan.nearest(data_node) : policy_node();
+  }
   /// Runs tasks (a worker: of its node; an outside thread: its own submissions, where
   /// config.outside_threads_help) until `g` has nothing outstanding.
   void help_until_done(group_state& g);
