@@ -82,6 +82,29 @@ TEST(Topology, AsymmetricMatrixAndDistanceOrder) {
   EXPECT_EQ(base.with_distances("10,20,30,40; 25,10,20,30; 30,20,10,20; 40,30,15,10").distance_matrix(), m);
 }
 
+// Without firmware memory attributes (a synthetic topology has none) every ranking is the
+// distance matrix's, nearest first; capacity ranks by memory, then distance.
+TEST(Topology, MemoryRankingsFallBackToTheDistances) {
+  const numaaff::topology t =
+      numaaff::topology::from_synthetic("pack:2 numa:2 core:1 pu:1").with_distances("10,20,30,40;20,10,20,30;30,20,10,20;40,30,20,10");
+  EXPECT_FALSE(t.has_memory_attributes());
+  for (numaaff::node_id n : t.nodes()) {
+    EXPECT_EQ(t.targets_by(numaaff::memory_attribute::bandwidth, n), t.nodes_by_distance(n));
+    EXPECT_EQ(t.targets_by(numaaff::memory_attribute::latency, n), t.nodes_by_distance(n));
+    EXPECT_EQ(t.targets_by(numaaff::memory_attribute::capacity, n), t.nodes_by_distance(n));  // equal memory
+    EXPECT_EQ(t.best_target(numaaff::memory_attribute::bandwidth, n), n);
+    EXPECT_EQ(t.bandwidth(n, n), 0u);
+    EXPECT_EQ(t.latency(n, n), 0u);
+    EXPECT_EQ(t.initiators_of(n).front(), n);
+  }
+  EXPECT_EQ(t.targets_by(numaaff::memory_attribute::bandwidth, 1), (std::vector<numaaff::node_id>{1, 0, 2, 3}));
+  EXPECT_EQ(t.initiators_of(3), (std::vector<numaaff::node_id>{3, 2, 1, 0}));
+  EXPECT_EQ(t.cpu_nodes(), t.nodes());
+  EXPECT_THROW((void)t.bandwidth(0, 9), std::invalid_argument);
+  EXPECT_THROW((void)t.targets_by(numaaff::memory_attribute::latency, 9), std::invalid_argument);
+  EXPECT_NE(t.to_string().find("memory attributes: none from the firmware"), std::string::npos) << t.to_string();
+}
+
 TEST(Topology, BadDistancesAreRejectedWithTheInputNamed) {
   const topology t = topology::from_synthetic("pack:2 numa:1 core:1 pu:1");
   const auto message_of = [&](auto&& f) -> std::string {

@@ -863,7 +863,8 @@ inline std::vector<void*> edge_neighbours(const page_span& span) {
  * anyway (from a raw status query before and after).
  */
 template <class Split, class Targets>
-inline move_result move_span(const page_span& span, Split&& split, Targets&& targets, std::error_code& ec) {
+inline move_result move_span(const page_span& span, Split&& split, Targets&& targets, std::error_code& ec,
+                             bool verify_all = false) {
   move_result r;
   r.total = span.pages;
   std::vector<void*> pages;
@@ -882,6 +883,44 @@ inline move_result move_span(const page_span& span, Split&& split, Targets&& tar
     done += n;
     return move_batch(pages, n, want, r, status, ec);
   });
+  // Owners' blocks (several targets): check the span once more. A huge page that could not be
+  // split (busy, or merged again under load) moved whole when one of its pages did, taking
+  // pages already counted as there with it. Split again and move what is elsewhere; what is
+  // still elsewhere after that is counted as failed, whatever it was counted as before.
+  for (int round = 0; verify_all && round < 2 && !ec; ++round) {
+    std::vector<void*> wrong;
+    std::vector<int> wrong_dest;
+    bool known = true;
+    done = 0;
+    for_each_batch(span, pages, [&](std::size_t n) {
+      want.resize(n);
+      targets(done, n, want);
+      done += n;
+      status.assign(n, 0);
+      if (!sys_move_pages(n, pages.data(), nullptr, status.data(), 0)) return known = false;
+      for (std::size_t i = 0; i < n; ++i)
+        if (status[i] >= 0 && status[i] != want[i]) {
+          wrong.push_back(pages[i]);
+          wrong_dest.push_back(want[i]);
+        }
+      return true;
+    });
+    if (!known) break;
+    if (round == 1 || wrong.size() <= r.failed) {
+      for (std::size_t k = r.failed; k < wrong.size(); ++k) {  // counted as a success, but elsewhere
+        if (r.moved > 0) --r.moved; else if (r.already_there > 0) --r.already_there;
+        count_failure(r, EBUSY);
+      }
+      if (wrong.size() < r.failed) {  // the retry moved pages that had failed
+        r.moved += r.failed - wrong.size();
+        r.failed = wrong.size();
+      }
+      break;
+    }
+    split();
+    status.assign(wrong.size(), 0);
+    (void)sys_move_pages(wrong.size(), wrong.data(), wrong_dest.data(), status.data(), MPOL_MF_MOVE);
+  }
   if (watched && query_nodes(neighbours, neighbours_after))
     for (std::size_t i = 0; i < neighbours.size(); ++i)
       if (neighbours_before[i] >= 0 && neighbours_after[i] >= 0 && neighbours_after[i] != neighbours_before[i]) ++r.carried;
@@ -974,7 +1013,7 @@ inline move_result place_blocks(void* addr, std::size_t bytes, std::size_t block
       for (std::size_t i = 0; i < n; ++i)
         want[i] = detail::page_owner(base, block_bytes, owners, span.first + (first + i) * ps);
     };
-    r = detail::move_span(span, split, targets, ec);
+    r = detail::move_span(span, split, targets, ec, true);
   } catch (const std::bad_alloc&) {
     ec = std::make_error_code(std::errc::not_enough_memory);
   }

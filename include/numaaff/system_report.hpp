@@ -287,7 +287,21 @@ inline capability_report probe_capabilities(const topology& topo) {
                      r.transparent_hugepages.empty() ? "unknown" : r.transparent_hugepages,
                      "huge pages move as a whole; partial protection splits them"});
   r.items.push_back({"vm.max_map_count", probe_state::yes, r.max_map_count < 0 ? "unknown" : std::to_string(r.max_map_count),
-                     "next-touch merges chunks when mprotect runs out of mappings (ENOMEM)"});
+                     "next-touch merges chunks when mprotect runs out of mappings (ENOMEM); weighted_interleave "
+                     "sizes its tiles to stay within it"});
+  std::vector<node_id> memory_only;
+  for (node_id n : topo.nodes())
+    if (!topo.has_cpus(n)) memory_only.push_back(n);
+  r.items.push_back({"memory-only nodes", memory_only.empty() ? probe_state::no : probe_state::yes,
+                     memory_only.empty() ? "none" : detail::format_list(memory_only),
+                     memory_only.empty() ? "every node runs threads"
+                                         : "never given workers or chosen as a homenode; reach them with policies, "
+                                           "allocators, weighted_interleave"});
+  r.items.push_back({"memory attributes (HMAT)", topo.has_memory_attributes() ? probe_state::yes : probe_state::no,
+                     topo.has_memory_attributes() ? "bandwidth and latency per initiator and target from the firmware"
+                                                  : "none from the firmware",
+                     topo.has_memory_attributes() ? "targets_by() and best_target() rank memory by them"
+                                                  : "targets_by() and best_target() rank memory by distance"});
   return r;
 }
 

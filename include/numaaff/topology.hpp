@@ -113,6 +113,13 @@ enum class distance_source {
   user,      ///< `with_distances()` or `NUMAAFF_DISTANCES`
 };
 
+/// What targets_by() ranks a node's memory by, as seen from a CPU node.
+enum class memory_attribute {
+  bandwidth,  ///< highest first (firmware values, else nearest first)
+  latency,    ///< lowest first (firmware values, else nearest first)
+  capacity,   ///< most memory first (memory_of), ties nearest first
+};
+
 // ---- class topology ---------------------------------------------------------------------
 
 /**
@@ -212,6 +219,35 @@ class topology {
   bool is_this_system() const noexcept { return source_ == topology_source::system; }
   distance_source distances_from() const noexcept { return distance_source_; }
 
+  /**
+   * Memory performance from `initiator`'s CPUs to `target`'s memory, as the firmware reports
+   * it (the ACPI HMAT, which Linux exposes in sysfs access classes and hwloc 2.3+ as memory
+   * attributes): bandwidth in MiB/s, latency in ns; 0 where the firmware gives no value for
+   * the pair (no HMAT, or an initiator that is not among the target's best: Linux lists only
+   * those). @throws std::invalid_argument for a node not in this topology.
+   */
+  std::uint64_t bandwidth(node_id initiator, node_id target) const {
+    return bandwidth_[checked_index(initiator, "initiator") * nodes_.size() + checked_index(target, "target")];
+  }
+  std::uint64_t latency(node_id initiator, node_id target) const {
+    return latency_[checked_index(initiator, "initiator") * nodes_.size() + checked_index(target, "target")];
+  }
+  /// True when the firmware gave any bandwidth or latency value.
+  bool has_memory_attributes() const noexcept;
+  /**
+   * Every node's memory ranked for `initiator`'s CPUs by `a`, best first. Targets with a
+   * firmware value come first, by value; the others follow nearest first (the documented
+   * fallback: without an HMAT the ranking is the distance matrix's). Ties: nearest, then the
+   * lower node number. `best_target` is its first entry: "fastest" memory for a bandwidth-bound
+   * array, "nearest" for a latency-bound one, "largest" for capacity.
+   * @throws std::invalid_argument for a node not in this topology.
+   */
+  std::vector<node_id> targets_by(memory_attribute a, node_id initiator) const;
+  node_id best_target(memory_attribute a, node_id initiator) const { return targets_by(a, initiator).front(); }
+  /// The CPU nodes ranked as initiators of `target`'s memory: highest firmware bandwidth first,
+  /// then nearest first. @throws std::invalid_argument for a node not in this topology.
+  std::vector<node_id> initiators_of(node_id target) const;
+
   /// True when the process may use only part of the machine (binding, cpuset, mempolicy).
   bool is_restricted() const noexcept { return !restriction_.empty(); }
   /// Human-readable account of the restriction; empty when unrestricted.
@@ -257,6 +293,7 @@ class topology {
   std::vector<int> cpus_;
   std::vector<node_id> node_of_cpu_;  // indexed by OS cpu number, -1 where unknown
   std::vector<int> distances_;        // row-major, nodes_ order
+  std::vector<std::uint64_t> bandwidth_, latency_;  // row-major [initiator][target], 0: unknown
   topology_source source_ = topology_source::system;
   distance_source distance_source_ = distance_source::defaults;
   std::string restriction_;
@@ -327,6 +364,49 @@ inline std::vector<std::vector<int>> topology::distance_matrix() const {
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) m[i][j] = distances_[i * n + j];
   return m;
+}
+
+inline bool topology::has_memory_attributes() const noexcept {
+  const auto known = [](std::uint64_t v) { return v != 0; };
+  return std::any_of(bandwidth_.begin(), bandwidth_.end(), known) || std::any_of(latency_.begin(), latency_.end(), known);
+}
+
+inline std::vector<node_id> topology::targets_by(memory_attribute a, node_id initiator) const {
+  const std::size_t row = checked_index(initiator, "initiator");
+  const std::size_t n = nodes_.size();
+  std::vector<node_id> order = nodes_;
+  const auto value = [&](node_id t) -> std::uint64_t {
+    const std::size_t j = index_of(t);
+    switch (a) {
+      case memory_attribute::bandwidth: return bandwidth_[row * n + j];
+      case memory_attribute::latency: return latency_[row * n + j];
+      case memory_attribute::capacity: return memory_of_[j];
+    }
+    return 0;
+  };
+  const auto distance_to = [&](node_id t) { return t == initiator ? 0 : distances_[row * n + index_of(t)]; };
+  std::sort(order.begin(), order.end(), [&](node_id x, node_id y) {
+    const std::uint64_t vx = value(x), vy = value(y);
+    if ((vx != 0) != (vy != 0)) return vx != 0;  // a firmware value first
+    if (vx != vy) return a == memory_attribute::latency ? vx < vy : vx > vy;
+    if (distance_to(x) != distance_to(y)) return distance_to(x) < distance_to(y);
+    return x < y;
+  });
+  return order;
+}
+
+inline std::vector<node_id> topology::initiators_of(node_id target) const {
+  const std::size_t col = checked_index(target, "target");
+  const std::size_t n = nodes_.size();
+  std::vector<node_id> out = cpu_nodes();
+  const auto bw = [&](node_id i) { return bandwidth_[index_of(i) * n + col]; };
+  const auto dist = [&](node_id i) { return i == target ? 0 : distances_[index_of(i) * n + col]; };
+  std::sort(out.begin(), out.end(), [&](node_id x, node_id y) {
+    if (bw(x) != bw(y)) return bw(x) > bw(y);
+    if (dist(x) != dist(y)) return dist(x) < dist(y);
+    return x < y;
+  });
+  return out;
 }
 
 inline std::vector<node_id> topology::nodes_by_distance(node_id from) const {
@@ -489,6 +569,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     if (first != nullptr) machine_cpus_of[slot_of(first)].push_back(static_cast<int>(pu->os_index));
   }
 
+  std::vector<hwloc_obj_t> kept;  // the hwloc node of each of topo.nodes_
   topo.machine_nodes_ = all_nodes.size();
   topo.machine_cpus_ = static_cast<std::size_t>(std::max(0, hwloc_bitmap_weight(complete)));
   for (std::size_t k = 0; k < all_nodes.size(); ++k) {
@@ -505,6 +586,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     topo.memory_of_.push_back(obj->attr != nullptr ? obj->attr->numanode.local_memory : 0);
     topo.logical_index_.push_back(static_cast<int>(obj->logical_index));
     topo.cpus_of_.push_back(std::move(cpus));
+    kept.push_back(obj);
   }
   if (topo.nodes_.empty()) {
     // No NUMA information at all (or an impossible restriction): one node 0 with every usable
@@ -551,6 +633,22 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     hwloc_distances_release(t, dist);
   }
   topo.distance_source_ = firmware ? distance_source::firmware : distance_source::defaults;
+
+  // Memory attributes per (initiator, target): hwloc's, from the HMAT where the firmware has
+  // one (an initiator is a node's whole CPU set, as HMAT proximity domains are).
+  topo.bandwidth_.assign(n * n, 0);
+  topo.latency_.assign(n * n, 0);
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (kept[i]->cpuset == nullptr || hwloc_bitmap_iszero(kept[i]->cpuset)) continue;
+    hwloc_location from{};
+    from.type = HWLOC_LOCATION_TYPE_CPUSET;
+    from.location.cpuset = kept[i]->cpuset;
+    for (std::size_t j = 0; j < kept.size(); ++j) {
+      hwloc_uint64_t v = 0;
+      if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_BANDWIDTH, kept[j], &from, 0, &v) == 0) topo.bandwidth_[i * n + j] = v;
+      if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_LATENCY, kept[j], &from, 0, &v) == 0) topo.latency_[i * n + j] = v;
+    }
+  }
   return topo;
 }
 
@@ -675,6 +773,17 @@ inline std::string topology::to_string() const {
     s += "\n";
   }
   s += "source: " + description_ + "; distances: " + std::string(detail::distance_source_name(distance_source_)) + "\n";
+  if (has_memory_attributes()) {
+    s += "memory attributes (firmware HMAT; initiator -> target: MiB/s, ns):\n";
+    for (std::size_t i = 0; i < n; ++i)
+      for (std::size_t j = 0; j < n; ++j) {
+        if (bandwidth_[i * n + j] == 0 && latency_[i * n + j] == 0) continue;
+        s += "  node " + std::to_string(nodes_[i]) + " -> node " + std::to_string(nodes_[j]) + ": " +
+             std::to_string(bandwidth_[i * n + j]) + " MiB/s, " + std::to_string(latency_[i * n + j]) + " ns\n";
+      }
+  } else {
+    s += "memory attributes: none from the firmware (rankings follow the distances)\n";
+  }
   if (is_restricted()) s += restriction_ + "\n";
   return s;
 }

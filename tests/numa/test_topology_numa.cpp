@@ -9,8 +9,11 @@
 
 #include <gtest/gtest.h>
 #include <sched.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +50,51 @@ TEST(TopologyNuma, CpuNodesAreTheNodesWithCpus) {
   }
   EXPECT_EQ(t.cpu_nodes(), with_cpus);
   EXPECT_EQ(t.nodes(), numaaff_test::sysfs_nodes());
+}
+
+// Memory attributes equal what the kernel shows from the firmware's HMAT (sysfs access0: the
+// best initiators of each target and their read bandwidth and latency), and the rankings
+// follow them; without an HMAT (every topology but tiered) the rankings are the distances'.
+TEST(TopologyNuma, MemoryAttributesAreTheFirmwaresAndRankTheTargets) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const numaaff::topology& t = numaaff::topology::system();
+  const auto read = [](const std::string& path) -> std::uint64_t {
+    std::ifstream in(path);
+    std::uint64_t v = 0;
+    return in >> v ? v : 0;
+  };
+  bool any = false;
+  for (int i : t.cpu_nodes()) {
+    int best_bw = -1, best_lat = -1;
+    std::uint64_t max_bw = 0, min_lat = 0;
+    for (int target : t.nodes()) {
+      const std::string dir = "/sys/devices/system/node/node" + std::to_string(target) + "/access0/initiators/";
+      if (!std::ifstream(dir + "read_bandwidth") || access((dir + "node" + std::to_string(i)).c_str(), F_OK) != 0) continue;
+      const std::uint64_t bw = read(dir + "read_bandwidth"), lat = read(dir + "read_latency");
+      any = true;
+      EXPECT_EQ(t.bandwidth(i, target), bw) << i << " -> " << target;
+      EXPECT_EQ(t.latency(i, target), lat) << i << " -> " << target;
+      if (bw > max_bw) max_bw = bw, best_bw = target;
+      if (best_lat < 0 || lat < min_lat) min_lat = lat, best_lat = target;
+    }
+    if (best_bw >= 0) {
+      EXPECT_EQ(t.best_target(numaaff::memory_attribute::bandwidth, i), best_bw) << "from node " << i;
+      EXPECT_EQ(t.best_target(numaaff::memory_attribute::latency, i), best_lat) << "from node " << i;
+    } else {
+      EXPECT_EQ(t.targets_by(numaaff::memory_attribute::bandwidth, i), t.nodes_by_distance(i)) << "from node " << i;
+      EXPECT_EQ(t.targets_by(numaaff::memory_attribute::latency, i), t.nodes_by_distance(i)) << "from node " << i;
+    }
+  }
+  EXPECT_EQ(t.has_memory_attributes(), any);
+  // The tiered guest has an HMAT; the others have none.
+  EXPECT_EQ(any, !numaaff_test::sysfs_memory_only_nodes().empty());
+  for (int target : t.nodes()) {
+    const std::vector<int> from = t.initiators_of(target);
+    EXPECT_EQ(from.size(), t.cpu_nodes().size());
+    if (t.has_cpus(target) && !any) {
+      EXPECT_EQ(from.front(), target);
+    }
+  }
 }
 
 TEST(TopologyNuma, CurrentNodeFollowsTheThread) {
