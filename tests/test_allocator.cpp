@@ -252,6 +252,28 @@ TEST(AllocateOnNode, KernelRefusalsSurface) {
   }
 }
 
+// Tier allocators on one node: every tier is node 0, blocks of every size work, equality is
+// by tier, and pmr containers take the resource.
+TEST(TierAllocator, EveryTierWorksOnOneNode) {
+  const int node = numaaff_test::sysfs_nodes().front();
+  for (auto tier : {numaaff::memory_attribute::bandwidth, numaaff::memory_attribute::latency,
+                    numaaff::memory_attribute::capacity}) {
+    std::vector<double, numaaff::tier_allocator<double>> big(1 << 18, 1.0, numaaff::tier_allocator<double>(tier));
+    std::vector<int, numaaff::tier_allocator<int>> small(10, 7, numaaff::tier_allocator<int>(tier));
+    const auto placed = numaaff_test::query_pages(big.data(), big.size() * sizeof(double));
+    EXPECT_EQ(placed.on(node), placed.total);
+    EXPECT_EQ(small[9], 7);
+    numaaff::tier_resource r(tier);
+    std::pmr::vector<int> v(&r);
+    v.assign(100000, 3);
+    EXPECT_EQ(v[99999], 3);
+    EXPECT_TRUE(r.is_equal(numaaff::tier_resource(tier)));
+  }
+  EXPECT_EQ(numaaff::tier_allocator<int>(), numaaff::tier_allocator<double>(numaaff::memory_attribute::bandwidth));
+  EXPECT_NE(numaaff::tier_allocator<int>(numaaff::memory_attribute::latency), numaaff::tier_allocator<int>());
+  EXPECT_FALSE(numaaff::tier_resource(numaaff::memory_attribute::capacity).is_equal(numaaff::tier_resource()));
+}
+
 }  // namespace
 
 // ---- transparent huge pages --------------------------------------------------------------

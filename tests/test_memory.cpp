@@ -232,10 +232,14 @@ TEST(WeightedInterleave, RunsFollowTheWeightsRoundByRound) {
   EXPECT_EQ(runs, 2000u);
   // Zero weights get nothing; the others keep their proportion.
   EXPECT_EQ(plan_totals(900, {0, 5, 3, 1}, 100000), (std::vector<std::size_t>{0, 500, 300, 100}));
-  // A partial last round is split at the cumulative boundaries: 10 pages of 3:1.
-  EXPECT_EQ(plan_totals(10, {3, 1}, 100000), (std::vector<std::size_t>{7, 3}));
+  // A partial last round is split at the cumulative boundaries, rounded to nearest: 10 pages
+  // of 3:1 are two rounds and 2 pages, of which 3:1 gives 1.5 + 0.5.
+  EXPECT_EQ(plan_totals(10, {3, 1}, 100000), (std::vector<std::size_t>{8, 2}));
+  EXPECT_EQ(plan_totals(1, {3, 1}, 100000), (std::vector<std::size_t>{1, 0}));  // not to the last entry
+  EXPECT_EQ(plan_totals(1, {1, 3}, 100000), (std::vector<std::size_t>{0, 1}));
   // Weights far above the page count (no whole round fits) still split by proportion.
-  EXPECT_EQ(plan_totals(10, {4294967295u, 1}, 100000), (std::vector<std::size_t>{9, 1}));
+  EXPECT_EQ(plan_totals(10, {4294967295u, 1}, 100000), (std::vector<std::size_t>{10, 0}));
+  EXPECT_EQ(plan_totals(10, {1000, 1}, 100000), (std::vector<std::size_t>{10, 0}));
   EXPECT_EQ(plan_totals(0, {3, 1}, 100000), (std::vector<std::size_t>{0, 0}));
 }
 
@@ -279,11 +283,11 @@ TEST(WeightedInterleave, CallerMistakesNameTheWeights) {
   numaaff::weighted_interleave(m.p, 0, {{home(), 1}});  // no-op
 }
 
-TEST(WeightedInterleave, OneNodeBindsThereAndKeepsTheData) {
+TEST(WeightedInterleave, OneNodeIsPreferredAndKeepsTheData) {
   mapping m(16);
   m.touch();
   numaaff::weighted_interleave(m.p, m.bytes, {{home(), 7}}, numaaff::policy_options{true, true});
-  EXPECT_EQ(raw_policy(m.p), expected_policy(MPOL_BIND));
+  EXPECT_EQ(raw_policy(m.p), expected_policy(MPOL_PREFERRED));
   EXPECT_EQ(numaaff_test::query_pages(m.p, m.bytes).on(home()), 16u);
   for (std::size_t i = 0; i < m.bytes; i += ps) ASSERT_EQ(m.p[i], static_cast<char>(i / ps));
 }

@@ -133,7 +133,7 @@ TEST(StealPlan, APoolOnSomeNodesMapsEveryNodeToItsNearestPoolNode) {
   EXPECT_EQ(p.nearest(2), 1u);
   EXPECT_EQ(p.nearest(0), 1u);  // 0 -> 2 is 20, 0 -> 1 is 30
   EXPECT_EQ(p.nearest(3), 0u);  // 3 -> 1 is 20
-  EXPECT_EQ(p.nearest(42), 0u);  // not a node: the first
+  EXPECT_EQ(p.nearest(42), steal_plan::no_node);  // not a node of the topology: the caller decides
   EXPECT_EQ(remotes(p, 0), (order{{2, 150}}));
 }
 

@@ -10,6 +10,9 @@
  *   large blocks spread page by page over the nodes; small blocks round-robin over them.
  * - **local**: `local_allocator<T>`, `local_resource`: on the calling thread's homenode (set by
  *   numaaff's thread pool or set_homenode()), else the node it is running on now.
+ * - **a memory tier**: `tier_allocator<T>(memory_attribute)`, `tier_resource`: the fastest
+ *   (bandwidth), nearest (latency) or largest (capacity) memory for the allocating thread, from
+ *   the firmware's HMAT where it has one (topology::best_target).
  *
  * How: blocks above 32 KiB are their own mapping, bound with mbind and unmapped on free. Smaller
  * blocks come from per-node arenas of bound 256 KiB slabs with a per-thread cache, so a small
@@ -402,6 +405,88 @@ class local_allocator {
   }
 };
 
+namespace detail {
+
+/**
+ * The node of memory tier `tier` for the calling thread: from its homenode (or the node it runs
+ * on), the best target by bandwidth or latency (topology::best_target: the firmware's HMAT
+ * values, else nearest), or for capacity the node with the most free memory now (ties:
+ * nearest). A logical homenode of a synthetic-topology pool never reaches here (local_node).
+ */
+inline node_id tier_node(memory_attribute tier) {
+  const topology& t = topology::system();
+  node_id from = local_node();
+  if (!t.has_node(from)) from = t.nodes().front();
+  if (tier != memory_attribute::capacity) return t.best_target(tier, from);
+  node_id best = from;
+  std::size_t most = node_free_bytes(from);
+  for (node_id n : t.nodes_by_distance(from)) {
+    const std::size_t free_bytes = node_free_bytes(n);
+    if (free_bytes > most) most = free_bytes, best = n;
+  }
+  return best;
+}
+
+/// How a tier's blocks are placed: small blocks from the node's bound slabs (a mapping each
+/// would cost a page per block); large blocks preferred there, spilling where the kernel's
+/// fallback goes (the nodes nearest to it) when the tier is full.
+inline alloc_options tier_options(std::size_t bytes, std::size_t align) noexcept {
+  alloc_options o;
+  o.strict = is_small(bytes, align);
+  return o;
+}
+
+}  // namespace detail
+
+/**
+ * A standard allocator placing memory on a memory tier for the allocating thread, chosen at
+ * each allocation: `memory_attribute::bandwidth` the fastest memory from the thread's homenode
+ * (an HBM or CXL node with more bandwidth, per the firmware's HMAT), `latency` the nearest,
+ * `capacity` the node with the most free memory. Without an HMAT, bandwidth and latency mean
+ * the nearest node (the distance order). A large block that does not fit spills where the
+ * kernel's fallback goes (MPOL_PREFERRED: the nodes nearest to the tier's node); small blocks
+ * come from that node's bound slabs. All allocators of one tier are equal; memory may be freed
+ * from any thread.
+ *
+ * Thread-safe. @throws std::bad_alloc when memory runs out.
+ * @note One node: everything is on it.
+ */
+template <class T>
+class tier_allocator {
+ public:
+  using value_type = T;
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  using is_always_equal = std::false_type;
+
+  explicit tier_allocator(memory_attribute tier = memory_attribute::bandwidth) noexcept : tier_(tier) {}
+  template <class U>
+  tier_allocator(const tier_allocator<U>& other) noexcept : tier_(other.tier()) {}
+
+  T* allocate(std::size_t n) {
+    if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
+    return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), detail::tier_node(tier_),
+                                                     detail::tier_options(n * sizeof(T), alignof(T))));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    detail::release_block(p, n * sizeof(T), alignof(T), detail::tier_options(n * sizeof(T), alignof(T)));
+  }
+  memory_attribute tier() const noexcept { return tier_; }
+
+  template <class U>
+  friend bool operator==(const tier_allocator& a, const tier_allocator<U>& b) noexcept {
+    return a.tier() == b.tier();
+  }
+  template <class U>
+  friend bool operator!=(const tier_allocator& a, const tier_allocator<U>& b) noexcept {
+    return !(a == b);
+  }
+
+ private:
+  memory_attribute tier_;
+};
+
 // ---- std::pmr resources ------------------------------------------------------------------
 
 /**
@@ -470,6 +555,26 @@ inline local_resource& local_memory() noexcept {
   static local_resource resource;
   return resource;
 }
+
+/// A `std::pmr::memory_resource` on a memory tier for the allocating thread (as tier_allocator).
+class tier_resource final : public std::pmr::memory_resource {
+ public:
+  explicit tier_resource(memory_attribute tier = memory_attribute::bandwidth) noexcept : tier_(tier) {}
+  memory_attribute tier() const noexcept { return tier_; }
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override {
+    return detail::allocate_or_throw(bytes, align, detail::tier_node(tier_), detail::tier_options(bytes, align));
+  }
+  void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
+    detail::release_block(p, bytes, align, detail::tier_options(bytes, align));
+  }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    const auto* o = dynamic_cast<const tier_resource*>(&other);
+    return o != nullptr && o->tier_ == tier_;
+  }
+  memory_attribute tier_;
+};
 
 // ---- convenience types --------------------------------------------------------------------
 

@@ -138,8 +138,9 @@ struct node_weight {
  * over DRAM and a CXL or HBM node, weights in proportion to their bandwidths.
  *
  * How: equal weights are one MPOL_INTERLEAVE. Otherwise the range is cut into tiles, and in
- * each tile every node gets a run of pages in proportion to its weight (MPOL_BIND, or
- * MPOL_PREFERRED when `options.strict` is false); one tile holds one round of the reduced
+ * each tile every node gets a run of pages in proportion to its weight, which prefers that
+ * node (MPOL_PREFERRED: a full node spills to its neighbours, as MPOL_INTERLEAVE's pages do;
+ * one node alone is preferred the same way); one tile holds one round of the reduced
  * weights (3 + 1 pages above) when the process's map count allows, else the smallest tiles
  * whose mappings (one per run) fit in half of the mappings vm.max_map_count has left. The
  * kernel's own MPOL_WEIGHTED_INTERLEAVE (Linux 6.9) is not used: its weights are system-wide
@@ -392,7 +393,7 @@ inline unsigned mbind_flags(policy_options o) noexcept {
 /// One mbind over a validated span. A refused call (no NUMA, or a sandbox) is a counted,
 /// successful no-op.
 inline bool apply_policy(const page_span& span, int mode, const std::vector<unsigned long>& mask, policy_options o,
-                         std::error_code& ec) noexcept {
+                         std::error_code& ec, bool* was_refused = nullptr) noexcept {
   if (span.pages == 0) return true;
   if (o.move_existing) {  // a huge page straddling an edge would move its neighbours too
     split_huge_page_at(span.first);
@@ -402,6 +403,7 @@ inline bool apply_policy(const page_span& span, int mode, const std::vector<unsi
                            mask.size() * 8 * sizeof(unsigned long) + 1, mbind_flags(o));
   if (refused(r.error)) {
     if (r.error != ENOSYS) refusals.policies.fetch_add(1, std::memory_order_relaxed);
+    if (was_refused != nullptr) *was_refused = true;
     return true;
   }
   return report(r, ec);
@@ -469,17 +471,19 @@ inline void policy_call_or_throw(const char* fn, void* addr, std::size_t bytes, 
   or_throw(fn, [&](std::error_code& ec) { policy_call(addr, bytes, mode, nodes, o, ec); });
 }
 
-/// Pages of a span in batches: calls f(pages, count) with page addresses filled in.
+/// Pages of a span in batches: calls f(count) with `pages` filled in, until f returns false;
+/// true when every batch was seen.
 template <class F>
-inline void for_each_batch(const page_span& span, std::vector<void*>& pages, F&& f) {
+inline bool for_each_batch(const page_span& span, std::vector<void*>& pages, F&& f) {
   const std::size_t ps = page_size();
   for (std::size_t done = 0; done < span.pages;) {
     const std::size_t n = std::min(migration_batch, span.pages - done);
     pages.resize(n);
     for (std::size_t i = 0; i < n; ++i) pages[i] = reinterpret_cast<void*>(span.first + (done + i) * ps);
-    if (!f(n)) return;
+    if (!f(n)) return false;
     done += n;
   }
+  return true;
 }
 
 }  // namespace detail
@@ -682,11 +686,12 @@ void for_each_weighted_run(std::size_t pages, const std::vector<std::uint64_t>& 
   const std::uint64_t tile = k * total;  // <= per_tile_min + total: no overflow
   std::size_t at = 0;
   const auto split = [&](std::uint64_t span_pages) {
-    // Entry i's run covers [floor(span * C_i / W), floor(span * C_(i+1) / W)), C the running sum.
+    // Entry i's run covers [round(span * C_i / W), round(span * C_(i+1) / W)), C the running
+    // sum: rounded to nearest, so that no entry is favoured by its place in the list.
     std::uint64_t before = 0, start = 0;
     for (std::size_t i = 0; i < share.size(); ++i) {
       before += share[i];
-      const std::uint64_t end = span_pages / total * before + span_pages % total * before / total;
+      const std::uint64_t end = span_pages / total * before + (span_pages % total * before + total / 2) / total;
       if (end > start) f(page_run{at + static_cast<std::size_t>(start), static_cast<std::size_t>(end - start), i});
       start = end;
     }
@@ -734,18 +739,17 @@ inline void weighted_interleave(void* addr, std::size_t bytes, const std::vector
     if (std::all_of(shares.begin(), shares.end(), [&](std::uint64_t s) { return s == shares.front(); })) {
       std::vector<unsigned long> mask;
       detail::make_mask(nodes, mask, why);
-      detail::apply_policy(span, nodes.size() == 1 ? MPOL_BIND : MPOL_INTERLEAVE, mask, o, ec);
+      detail::apply_policy(span, nodes.size() == 1 ? MPOL_PREFERRED : MPOL_INTERLEAVE, mask, o, ec);
       return;
     }
     std::vector<std::vector<unsigned long>> masks(nodes.size());
     for (std::size_t i = 0; i < nodes.size(); ++i) detail::make_mask({nodes[i]}, masks[i], why);
-    const int mode = o.strict ? MPOL_BIND : MPOL_PREFERRED;
     const std::size_t ps = detail::page_size();
-    // A refused call (sandbox) is one counted no-op, not one per run.
-    const std::uint64_t refused_before = detail::refusals.policies.load(std::memory_order_relaxed);
+    bool refused = false;  // a sandbox: one counted no-op, not one per run
     detail::for_each_weighted_run(span.pages, shares, detail::mapping_budget(), [&](const detail::page_run& r) {
-      if (ec || detail::refusals.policies.load(std::memory_order_relaxed) != refused_before) return;
-      detail::apply_policy(detail::page_span{span.first + r.first * ps, r.pages}, mode, masks[r.owner], o, ec);
+      if (ec || refused) return;
+      detail::apply_policy(detail::page_span{span.first + r.first * ps, r.pages}, MPOL_PREFERRED, masks[r.owner], o, ec,
+                           &refused);
     });
   } catch (const std::bad_alloc&) {
     ec = std::make_error_code(std::errc::not_enough_memory);
@@ -883,43 +887,63 @@ inline move_result move_span(const page_span& span, Split&& split, Targets&& tar
     done += n;
     return move_batch(pages, n, want, r, status, ec);
   });
-  // Owners' blocks (several targets): check the span once more. A huge page that could not be
-  // split (busy, or merged again under load) moved whole when one of its pages did, taking
-  // pages already counted as there with it. Split again and move what is elsewhere; what is
-  // still elsewhere after that is counted as failed, whatever it was counted as before.
-  for (int round = 0; verify_all && round < 2 && !ec; ++round) {
+  // Owners' blocks (several targets): check the span once more, batch by batch. A huge page
+  // that could not be split (busy, or merged again under load) moved whole when one of its
+  // pages did, taking pages already counted as there with it. Such pages are split and moved
+  // again; a second look counts what is still elsewhere as failed, taken from the counts it
+  // was in, so that moved + already_there + unpopulated + failed stays the total.
+  if (verify_all && !ec) {
+    bool split_again = false, counted = false;
     std::vector<void*> wrong;
     std::vector<int> wrong_dest;
-    bool known = true;
-    done = 0;
-    for_each_batch(span, pages, [&](std::size_t n) {
-      want.resize(n);
-      targets(done, n, want);
-      done += n;
-      status.assign(n, 0);
-      if (!sys_move_pages(n, pages.data(), nullptr, status.data(), 0)) return known = false;
-      for (std::size_t i = 0; i < n; ++i)
-        if (status[i] >= 0 && status[i] != want[i]) {
-          wrong.push_back(pages[i]);
-          wrong_dest.push_back(want[i]);
+    std::size_t elsewhere = 0;
+    for (int look = 0; look < 2; ++look) {
+      done = 0;
+      elsewhere = 0;
+      const bool known = for_each_batch(span, pages, [&](std::size_t n) {
+        want.resize(n);
+        targets(done, n, want);
+        done += n;
+        status.assign(n, 0);
+        if (!sys_move_pages(n, pages.data(), nullptr, status.data(), 0)) return false;
+        wrong.clear();
+        wrong_dest.clear();
+        for (std::size_t i = 0; i < n; ++i)
+          if (status[i] >= 0 && status[i] != want[i]) {
+            wrong.push_back(pages[i]);
+            wrong_dest.push_back(want[i]);
+          }
+        elsewhere += wrong.size();
+        if (look == 0 && !wrong.empty()) {
+          if (!split_again) split();
+          split_again = true;
+          status.assign(wrong.size(), 0);
+          (void)sys_move_pages(wrong.size(), wrong.data(), wrong_dest.data(), status.data(), MPOL_MF_MOVE);
         }
-      return true;
-    });
-    if (!known) break;
-    if (round == 1 || wrong.size() <= r.failed) {
-      for (std::size_t k = r.failed; k < wrong.size(); ++k) {  // counted as a success, but elsewhere
-        if (r.moved > 0) --r.moved; else if (r.already_there > 0) --r.already_there;
+        return true;
+      });
+      if (!known || !split_again) break;  // a query refused, or everything was in place
+      counted = look == 1;
+    }
+    if (counted) {
+      for (std::size_t k = r.failed; k < elsewhere; ++k) {  // counted as placed, but elsewhere
+        if (r.moved > 0) {
+          --r.moved;
+        } else if (r.already_there > 0) {
+          --r.already_there;
+        } else if (r.unpopulated > 0) {
+          --r.unpopulated;  // touched elsewhere meanwhile
+        } else {
+          break;
+        }
         count_failure(r, EBUSY);
       }
-      if (wrong.size() < r.failed) {  // the retry moved pages that had failed
-        r.moved += r.failed - wrong.size();
-        r.failed = wrong.size();
+      if (elsewhere < r.failed) {  // the second try moved pages that had failed
+        r.moved += r.failed - elsewhere;
+        r.failed = elsewhere;
+        if (r.failed == 0) r.first_error = 0;
       }
-      break;
     }
-    split();
-    status.assign(wrong.size(), 0);
-    (void)sys_move_pages(wrong.size(), wrong.data(), wrong_dest.data(), status.data(), MPOL_MF_MOVE);
   }
   if (watched && query_nodes(neighbours, neighbours_after))
     for (std::size_t i = 0; i < neighbours.size(); ++i)
@@ -1150,7 +1174,7 @@ inline node_id cached_data_node(const void* addr, std::size_t bytes) noexcept {
   const std::uint64_t key = (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr)) ^ (bytes << 1)) *
                             0x9E3779B97F4A7C15ull;
   entry* set = cache[key >> 59];  // the top 5 bits
-  const std::uint64_t epoch = migration_epoch.load(std::memory_order_relaxed);
+  const std::uint64_t epoch = migration_epoch.load(std::memory_order_acquire);
   const auto now = std::chrono::steady_clock::now();
   entry* victim = &set[0];
   for (std::size_t w = 0; w < ways; ++w) {

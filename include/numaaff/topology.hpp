@@ -638,8 +638,11 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
   // one (an initiator is a node's whole CPU set, as HMAT proximity domains are).
   topo.bandwidth_.assign(n * n, 0);
   topo.latency_.assign(n * n, 0);
+#if HWLOC_API_VERSION >= 0x00020300  // memory attributes came with hwloc 2.3
   for (std::size_t i = 0; i < kept.size(); ++i) {
-    if (kept[i]->cpuset == nullptr || hwloc_bitmap_iszero(kept[i]->cpuset)) continue;
+    // Initiators are CPU nodes: a memory-only node's cpuset is its locality (the CPUs of the
+    // package it hangs off), and as an initiator it would borrow their values.
+    if (topo.cpus_of_[i].empty() || kept[i]->cpuset == nullptr || hwloc_bitmap_iszero(kept[i]->cpuset)) continue;
     hwloc_location from{};
     from.type = HWLOC_LOCATION_TYPE_CPUSET;
     from.location.cpuset = kept[i]->cpuset;
@@ -649,6 +652,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
       if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_LATENCY, kept[j], &from, 0, &v) == 0) topo.latency_[i * n + j] = v;
     }
   }
+#endif
   return topo;
 }
 

@@ -3,6 +3,7 @@
 // keeps the bytes, where() agrees with the kernel exactly, allocators and pmr resources place
 // on their node, and a strict allocation beyond a node's memory fails cleanly.
 #include <numaaff/allocator.hpp>
+#include <numaaff/homenode.hpp>
 #include <numaaff/memory.hpp>
 #include <numaaff/topology.hpp>
 #include <numaaff/detail/syscall.hpp>
@@ -23,6 +24,7 @@
 #include <fstream>
 #include <string>
 #include <memory_resource>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -280,6 +282,31 @@ TEST(MemoryNuma, PlaceBlocksCountsPagesAHugePageCarriedOffAsFailed) {
   EXPECT_EQ(r.failed, away) << (formed ? "huge pages formed" : "no huge pages formed");
   EXPECT_EQ(r.moved + r.already_there + r.failed + r.unpopulated, bytes / ps);
   for (std::size_t i = 0; i < bytes; ++i) ASSERT_EQ(p[i], 0x2b);
+}
+
+// Tier allocators from each CPU node: bandwidth and latency tiers land on the node the
+// topology ranks first for that node (on the tiered guest the HMAT's: node 2 has the most
+// bandwidth from node 0), capacity on one node, every page of a block together.
+TEST(MemoryNuma, TierAllocatorsPlaceOnTheTiersNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const numaaff::topology& t = numaaff::topology::system();
+  for (int from : t.cpu_nodes()) {
+    std::thread([&] {
+      numaaff::pin_this_thread(from);
+      for (auto tier : {numaaff::memory_attribute::bandwidth, numaaff::memory_attribute::latency}) {
+        std::vector<double, numaaff::tier_allocator<double>> v(1 << 17, 1.0, numaaff::tier_allocator<double>(tier));
+        const auto raw = query_pages(v.data(), v.size() * sizeof(double));
+        EXPECT_EQ(raw.on(t.best_target(tier, from)), raw.total) << "from node " << from << ", tier " << static_cast<int>(tier);
+      }
+      std::vector<double, numaaff::tier_allocator<double>> c(1 << 17, 1.0, numaaff::tier_allocator<double>(numaaff::memory_attribute::capacity));
+      EXPECT_EQ(query_pages(c.data(), c.size() * sizeof(double)).per_node.size(), 1u);
+    }).join();
+  }
+  if (!numaaff_test::sysfs_memory_only_nodes().empty()) {
+    EXPECT_TRUE(t.has_memory_attributes());
+    EXPECT_FALSE(t.has_cpus(t.best_target(numaaff::memory_attribute::bandwidth, t.cpu_nodes().front())))
+        << "the tiered guest's fastest memory from node 0 is its HBM-like node 2";
+  }
 }
 
 TEST(MemoryNuma, WhereAgreesWithTheKernelExactly) {

@@ -76,21 +76,24 @@ inline void split_huge_pages_at_chunks(std::uintptr_t begin, std::uintptr_t end,
   for (std::uintptr_t off = chunk; off < end - begin; off += chunk) split_huge_page_at(begin + off);
 }
 
-/// Counts numaaff's migrations (a move_pages with targets, an mbind that moves): what a cached
-/// "where is this data" answer is checked against. Lock-free, so the next-touch handler's
-/// migrations count too (async-signal-safe).
+/// Counts numaaff's migrations (a move_pages with targets, an mbind that moves), each counted
+/// once it has returned: what a cached "where is this data" answer is checked against (an
+/// answer read during a migration carries the epoch from before it, so it is asked again).
+/// Lock-free, so the next-touch handler's migrations count too (async-signal-safe).
 inline std::atomic<std::uint64_t> migration_epoch{0};
 
 inline sys_result<long> sys_mbind(void* addr, std::size_t len, int mode, const unsigned long* mask,
                                   unsigned long maxnode, unsigned flags) noexcept {
-  if ((flags & (MPOL_MF_MOVE | MPOL_MF_MOVE_ALL)) != 0) migration_epoch.fetch_add(1, std::memory_order_relaxed);
-  return call(sys::mbind, [&] { return ::mbind(addr, len, mode, mask, maxnode, flags); });
+  const auto r = call(sys::mbind, [&] { return ::mbind(addr, len, mode, mask, maxnode, flags); });
+  if ((flags & (MPOL_MF_MOVE | MPOL_MF_MOVE_ALL)) != 0) migration_epoch.fetch_add(1, std::memory_order_release);
+  return r;
 }
 
 inline sys_result<long> sys_move_pages(unsigned long count, void** pages, const int* nodes, int* status,
                                        int flags) noexcept {
-  if (nodes != nullptr) migration_epoch.fetch_add(1, std::memory_order_relaxed);
-  return call(sys::move_pages, [&] { return ::move_pages(0, count, pages, nodes, status, flags); });
+  const auto r = call(sys::move_pages, [&] { return ::move_pages(0, count, pages, nodes, status, flags); });
+  if (nodes != nullptr) migration_epoch.fetch_add(1, std::memory_order_release);
+  return r;
 }
 
 inline sys_result<long> sys_get_mempolicy(int* mode, unsigned long* mask, unsigned long maxnode, void* addr,

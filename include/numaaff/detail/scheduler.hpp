@@ -217,9 +217,11 @@ class scheduler {
   std::size_t policy_node();
   /// The node index for work near data on kernel node `data_node`: that node, else the
   /// nearest pool node (a memory-only node's data goes to its nearest CPU node); the policy's
-  /// choice when the node is unknown (-1) or the pool's nodes are logical.
+  /// choice when the node is unknown (-1, or outside the process's topology) or the pool's
+  /// nodes are logical.
   std::size_t near_node(int data_node) {
-    return data_node >= 0 && config_.kernel_nodes ? config_.plan.nearest(data_node) : policy_node();
+    const std::size_t i = data_node >= 0 && config_.kernel_nodes ? config_.plan.nearest(data_node) : steal_plan::no_node;
+    return i != steal_plan::no_node ? i : policy_node();
   }
   /// Runs tasks (a worker: of its node; an outside thread: its own submissions, where
   /// config.outside_threads_help) until `g` has nothing outstanding.
@@ -385,8 +387,10 @@ inline scheduler::~scheduler() {
 
 inline std::size_t scheduler::policy_node() {
   switch (config_.policy) {
-    case home_choice::fork:
-      return config_.plan.nearest(config_.homenode());
+    case home_choice::fork: {
+      const std::size_t i = config_.plan.nearest(config_.homenode());
+      return i != steal_plan::no_node ? i : 0;  // a homenode outside the topology: the first node
+    }
     case home_choice::round_robin:
       return round_robin_.fetch_add(1, std::memory_order_relaxed) % nodes_.size();
     case home_choice::exec:

@@ -112,7 +112,7 @@ class steal_plan {
         for (std::size_t k = 1; k < count; ++k)
           if (distance(n, nodes_[k]) < distance(n, nodes_[best])) best = k;
       }
-      if (static_cast<std::size_t>(n) >= nearest_.size()) nearest_.resize(static_cast<std::size_t>(n) + 1, 0);
+      if (static_cast<std::size_t>(n) >= nearest_.size()) nearest_.resize(static_cast<std::size_t>(n) + 1, no_node);
       nearest_[static_cast<std::size_t>(n)] = best;
     }
   }
@@ -126,9 +126,10 @@ class steal_plan {
       if (nodes_[i] == n) return i;
     return no_node;
   }
-  /// The pool node for homenode `n`: itself, else the nearest one; 0 for an unknown node.
+  /// The pool node for node `n` of the topology: itself, else the nearest one; no_node for a
+  /// node the topology does not have.
   std::size_t nearest(int n) const noexcept {
-    return n >= 0 && static_cast<std::size_t>(n) < nearest_.size() ? nearest_[static_cast<std::size_t>(n)] : 0;
+    return n >= 0 && static_cast<std::size_t>(n) < nearest_.size() ? nearest_[static_cast<std::size_t>(n)] : no_node;
   }
 
   /// The delay before a worker of node index `from` may take work of `to` (0 for the same).
