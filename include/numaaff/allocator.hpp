@@ -263,6 +263,16 @@ inline void* allocate_interleaved(std::size_t bytes) {
 
 // ---- STL allocators ---------------------------------------------------------------------
 
+/// The propagate traits of numaaff's stateful allocators (node, interleave, tier): an
+/// allocator travels with its container on copy assignment, move assignment and swap, and two
+/// allocators are equal only when they place alike.
+struct propagating_allocator {
+  using propagate_on_container_copy_assignment = std::true_type;
+  using propagate_on_container_move_assignment = std::true_type;
+  using propagate_on_container_swap = std::true_type;
+  using is_always_equal = std::false_type;
+};
+
 /**
  * A standard allocator placing every element on one node. Stateful: two allocators are equal
  * when they place on the same node with the same options, and the propagate traits are true,
@@ -272,14 +282,9 @@ inline void* allocate_interleaved(std::size_t bytes) {
  * its own node). Throws std::bad_alloc when out of memory.
  */
 template <class T>
-class node_allocator {
+class node_allocator : public propagating_allocator {
  public:
   using value_type = T;
-  // Stateful, and the state travels with the container.
-  using propagate_on_container_copy_assignment = std::true_type;
-  using propagate_on_container_move_assignment = std::true_type;
-  using propagate_on_container_swap = std::true_type;
-  using is_always_equal = std::false_type;
 
   /**
    * On the homenode of the thread that constructs it (this_homenode(); a logical node of a
@@ -323,14 +328,9 @@ class node_allocator {
  * by page, small blocks round-robin. Copies share one cursor and compare equal.
  */
 template <class T>
-class interleave_allocator {
+class interleave_allocator : public propagating_allocator {
  public:
   using value_type = T;
-  // Copies share one cursor, and it travels with the container.
-  using propagate_on_container_copy_assignment = std::true_type;
-  using propagate_on_container_move_assignment = std::true_type;
-  using propagate_on_container_swap = std::true_type;
-  using is_always_equal = std::false_type;
 
   /**
    * Over the nodes `NUMAAFF_INTERLEAVE_NODES` lists at start-up (kernel syntax: "0-3", "0,2"; read
@@ -452,13 +452,9 @@ inline alloc_options tier_options(std::size_t bytes, std::size_t align) noexcept
  * @note One node: everything is on it.
  */
 template <class T>
-class tier_allocator {
+class tier_allocator : public propagating_allocator {
  public:
   using value_type = T;
-  using propagate_on_container_copy_assignment = std::true_type;
-  using propagate_on_container_move_assignment = std::true_type;
-  using propagate_on_container_swap = std::true_type;
-  using is_always_equal = std::false_type;
 
   explicit tier_allocator(memory_attribute tier = memory_attribute::bandwidth) noexcept : tier_(tier) {}
   template <class U>
