@@ -418,9 +418,9 @@ inline node_id tier_node(memory_attribute tier) {
   node_id from = local_node();
   if (!t.has_node(from)) from = t.nodes().front();
   if (tier != memory_attribute::capacity) return t.best_target(tier, from);
-  node_id best = from;
-  std::size_t most = node_free_bytes(from);
-  for (node_id n : t.nodes_by_distance(from)) {
+  node_id best = from;  // also when no node's free memory can be read
+  std::size_t most = 0;
+  for (node_id n : t.nodes_by_distance(from)) {  // `from` first: ties go to the nearest
     const std::size_t free_bytes = node_free_bytes(n);
     if (free_bytes > most) most = free_bytes, best = n;
   }

@@ -386,6 +386,16 @@ inline bool make_mask(const std::vector<node_id>& nodes, std::vector<unsigned lo
   return true;
 }
 
+/// One single-node mask per entry of `nodes` (for calls that bind runs of a range to one node
+/// each); false, with `why`, for a node the kernel does not have.
+inline bool single_node_masks(const std::vector<node_id>& nodes, std::vector<std::vector<unsigned long>>& masks,
+                              std::string& why) {
+  masks.resize(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (!make_mask({nodes[i]}, masks[i], why)) return false;
+  return true;
+}
+
 inline unsigned mbind_flags(policy_options o) noexcept {
   return (o.move_existing ? MPOL_MF_MOVE : 0u) | (o.move_existing && o.strict ? MPOL_MF_STRICT : 0u);
 }
@@ -532,12 +542,10 @@ inline void interleave(void* addr, std::size_t bytes, const std::vector<node_id>
   }
   try {
     std::string why;
-    std::vector<std::vector<unsigned long>> masks(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      if (!detail::make_mask({nodes[i]}, masks[i], why)) {
-        ec = std::make_error_code(std::errc::invalid_argument);
-        return;
-      }
+    std::vector<std::vector<unsigned long>> masks;
+    if (!detail::single_node_masks(nodes, masks, why)) {
+      ec = std::make_error_code(std::errc::invalid_argument);
+      return;
     }
     const std::size_t per = granularity / ps;
     for (std::size_t g = 0; g * per < span.pages; ++g) {
@@ -655,7 +663,7 @@ struct page_run {
  * `max_runs` of them. The weights are reduced by their gcd to a round of W pages; a tile is k
  * rounds, with k the smallest that keeps the runs within max_runs (at least 1), and entry i
  * gets k * w_i consecutive pages of each tile, in list order. The last, partial tile is split
- * by the same proportions (rounded down at each cumulative boundary). Pure: calls
+ * by the same proportions (rounded to nearest at each cumulative boundary). Pure: calls
  * f(page_run) in address order.
  */
 template <class F>
@@ -742,8 +750,8 @@ inline void weighted_interleave(void* addr, std::size_t bytes, const std::vector
       detail::apply_policy(span, nodes.size() == 1 ? MPOL_PREFERRED : MPOL_INTERLEAVE, mask, o, ec);
       return;
     }
-    std::vector<std::vector<unsigned long>> masks(nodes.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) detail::make_mask({nodes[i]}, masks[i], why);
+    std::vector<std::vector<unsigned long>> masks;
+    detail::single_node_masks(nodes, masks, why);  // nodes validated above
     const std::size_t ps = detail::page_size();
     bool refused = false;  // a sandbox: one counted no-op, not one per run
     detail::for_each_weighted_run(span.pages, shares, detail::mapping_budget(), [&](const detail::page_run& r) {

@@ -40,6 +40,14 @@ class thread_pool;
 namespace detail {
 /// The scheduler behind a pool (defined in thread_pool.hpp).
 inline scheduler& scheduler_of(thread_pool& pool) noexcept;
+
+/// The node index for a task near the data of [addr, addr + bytes), for submit_near, post_near
+/// and run_near: the data's node through the per-thread hint cache, placed by the scheduler.
+/// @throws std::invalid_argument (naming `fn`) for a null addr with non-zero bytes.
+inline std::size_t near_index(scheduler& s, const char* fn, const void* addr, std::size_t bytes) {
+  require_range(fn, addr, bytes);
+  return s.near_node(cached_data_node(addr, bytes));
+}
 }  // namespace detail
 
 /// A fork-join group of tasks on a thread_pool (see the file comment).
@@ -74,8 +82,7 @@ class task_group {
   void run_near(const void* addr, std::size_t bytes, F&& f) {
     detail::scheduler& s = scope_.sched();
     s.check_process("task_group::run_near");
-    detail::require_range("task_group::run_near", addr, bytes);
-    scope_.run(std::forward<F>(f), s.near_node(detail::cached_data_node(addr, bytes)), false);
+    scope_.run(std::forward<F>(f), detail::near_index(s, "task_group::run_near", addr, bytes), false);
   }
   /// Helps until every task of the group has finished; rethrows the first exception.
   /// @throws std::system_error with std::errc::operation_canceled if, with no task throwing,

@@ -211,8 +211,7 @@ class thread_pool {
   template <class F>
   auto submit_near(const void* addr, std::size_t bytes, F&& f) {
     sched_.check_process("thread_pool::submit_near");
-    detail::require_range("thread_pool::submit_near", addr, bytes);
-    return submit_to(sched_.near_node(detail::cached_data_node(addr, bytes)), false, std::forward<F>(f));
+    return submit_to(detail::near_index(sched_, "thread_pool::submit_near", addr, bytes), false, std::forward<F>(f));
   }
   /// submit_near over a contiguous container or span (`std::data`, `std::size`).
   template <class Range, class F, class = decltype(std::data(std::declval<const Range&>()))>
@@ -223,8 +222,8 @@ class thread_pool {
   template <class F>
   void post_near(const void* addr, std::size_t bytes, F&& f) {
     sched_.check_process("thread_pool::post_near");
-    detail::require_range("thread_pool::post_near", addr, bytes);
-    sched_.enqueue(sched_.make_task(std::forward<F>(f), sched_.near_node(detail::cached_data_node(addr, bytes)), false, nullptr));
+    sched_.enqueue(sched_.make_task(std::forward<F>(f), detail::near_index(sched_, "thread_pool::post_near", addr, bytes),
+                                    false, nullptr));
   }
 
   /// Fire-and-forget submit: no future (cheaper); an exception is kept for wait() to rethrow.
