@@ -5,6 +5,7 @@
 
 #include <numaaff/detail/syscall.hpp>
 
+#include "common/exceptions.hpp"
 #include "common/placement_check.hpp"
 #include "common/seccomp_filter.hpp"
 #include "common/scratch.hpp"
@@ -262,13 +263,8 @@ TEST(WeightedInterleave, FewerMappingsMeanLargerTilesNotOtherProportions) {
 
 TEST(WeightedInterleave, CallerMistakesNameTheWeights) {
   mapping m(8);
-  const auto message = [&](const std::vector<numaaff::node_weight>& w) -> std::string {
-    try {
-      numaaff::weighted_interleave(m.p, m.bytes, w);
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "no exception";
+  const auto message = [&](const std::vector<numaaff::node_weight>& w) {
+    return numaaff_test::what_of<std::invalid_argument>([&] { numaaff::weighted_interleave(m.p, m.bytes, w); });
   };
   EXPECT_NE(message({}).find("weighted_interleave: weights: the list is empty"), std::string::npos);
   EXPECT_NE(message({{999, 1}}).find("weights: node 999 does not exist"), std::string::npos) << message({{999, 1}});
@@ -404,13 +400,8 @@ TEST(MoveTo, ARangeInsideAHugePageSplitsItInsteadOfCarryingItsNeighbours) {
 
 TEST(PlaceBlocks, CallerMistakesNameWhatIsWrong) {
   mapping m(40);
-  const auto message = [&](std::size_t block, const std::vector<int>& owners) -> std::string {
-    try {
-      numaaff::place_blocks(m.p, m.bytes, block, owners);
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "no exception";
+  const auto message = [&](std::size_t block, const std::vector<int>& owners) {
+    return numaaff_test::what_of<std::invalid_argument>([&] { numaaff::place_blocks(m.p, m.bytes, block, owners); });
   };
   EXPECT_NE(message(0, {home()}).find("block_bytes is 0"), std::string::npos);
   EXPECT_NE(message(m.bytes / 4, {home(), home()}).find("owners has 2 entries for 4 blocks"), std::string::npos);

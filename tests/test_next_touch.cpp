@@ -6,6 +6,7 @@
 
 #include <numaaff/detail/syscall.hpp>
 
+#include "common/exceptions.hpp"
 #include "common/placement_check.hpp"
 #include "common/process.hpp"
 #include "common/scratch.hpp"
@@ -433,21 +434,13 @@ TEST(NextTouch, AFailedArmNamesTheCallThatFailed) {
   region r(2 * numaaff::detail::registry_capacity * ps);
   numaaff::affinity_on_next_touch(r.p, ps);  // the handler is installed from here on
   numaaff::disarm(r.p, ps);
-  const auto what_of = [&](auto&& arm) -> std::string {
-    try {
-      arm();
-    } catch (const std::system_error& e) {
-      return e.what();
-    }
-    return "no exception";
-  };
   {
     scoped_failure fail(sys::mmap, ENODEV, 1);
-    EXPECT_EQ(what_of([&] { numaaff::affinity_on_next_touch(r.p, ps); }).rfind("numaaff: mmap", 0), 0u);
+    EXPECT_EQ(numaaff_test::what_of<std::system_error>([&] { numaaff::affinity_on_next_touch(r.p, ps); }).rfind("numaaff: mmap", 0), 0u);
   }
   {
     scoped_failure fail(sys::mprotect, EACCES, 1);
-    EXPECT_EQ(what_of([&] { numaaff::affinity_on_next_touch(r.p, ps); }).rfind("numaaff: mprotect", 0), 0u);
+    EXPECT_EQ(numaaff_test::what_of<std::system_error>([&] { numaaff::affinity_on_next_touch(r.p, ps); }).rfind("numaaff: mprotect", 0), 0u);
   }
   EXPECT_FALSE(numaaff::is_armed(r.p, ps));
   // Every slot taken (one page of every second one: separate ranges), then one more.
@@ -576,14 +569,7 @@ TEST(NextTouch, PlaceBlocksOnNextTouchCallerErrors) {
   region r(4 * ps);
   const int node = numaaff_test::sysfs_nodes().front();
   const std::vector<numaaff::node_id> two(2, node);
-  auto message_of = [](auto&& call) {
-    try {
-      call();
-    } catch (const std::invalid_argument& e) {
-      return std::string(e.what());
-    }
-    return std::string("no exception");
-  };
+  const auto message_of = [](auto&& call) { return numaaff_test::what_of<std::invalid_argument>(call); };
   EXPECT_NE(message_of([&] { numaaff::place_blocks_on_next_touch(r.p, r.bytes, ps, two); }).find("owners"),
             std::string::npos);
   EXPECT_NE(message_of([&] { numaaff::place_blocks_on_next_touch(r.p, r.bytes, 0, two); }).find("block_bytes"),

@@ -4,6 +4,7 @@
 #include <numaaff/topology.hpp>
 
 #include "common/placement_check.hpp"
+#include "common/exceptions.hpp"
 #include "common/process.hpp"
 
 #include <gtest/gtest.h>
@@ -107,14 +108,7 @@ TEST(Topology, MemoryRankingsFallBackToTheDistances) {
 
 TEST(Topology, BadDistancesAreRejectedWithTheInputNamed) {
   const topology t = topology::from_synthetic("pack:2 numa:1 core:1 pu:1");
-  const auto message_of = [&](auto&& f) -> std::string {
-    try {
-      f();
-    } catch (const std::invalid_argument& e) {
-      return e.what();
-    }
-    return "(no exception)";
-  };
+  const auto message_of = [](auto&& f) { return numaaff_test::what_of<std::invalid_argument>(f); };
   const std::string wrong_size = message_of([&] { (void)t.with_distances({{10, 20, 30}, {20, 10, 30}, {30, 30, 10}}); });
   EXPECT_NE(wrong_size.find("needs 2 rows"), std::string::npos) << wrong_size;
   const std::string diagonal = message_of([&] { (void)t.with_distances({{10, 20}, {20, 12}}); });
