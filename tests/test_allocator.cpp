@@ -5,6 +5,7 @@
 
 #include <numaaff/detail/syscall.hpp>
 
+#include "common/exceptions.hpp"
 #include "common/placement_check.hpp"
 #include "common/process.hpp"
 #include "common/smaps.hpp"
@@ -272,6 +273,101 @@ TEST(TierAllocator, EveryTierWorksOnOneNode) {
   EXPECT_EQ(numaaff::tier_allocator<int>(), numaaff::tier_allocator<double>(numaaff::memory_attribute::bandwidth));
   EXPECT_NE(numaaff::tier_allocator<int>(numaaff::memory_attribute::latency), numaaff::tier_allocator<int>());
   EXPECT_FALSE(numaaff::tier_resource(numaaff::memory_attribute::capacity).is_equal(numaaff::tier_resource()));
+}
+
+// A full tier spills in attribute order, not in the kernel's (distance from the full node):
+// from node 0 the bandwidth order here is 3, 0, 1, 2, while node 3's nearest is node 2. Node
+// 3 has 6 MiB of room, so a 16 MiB block (2 MiB units) puts 6 MiB there and 10 on node 0; a
+// unit that fits nowhere goes last to the first node (its preferred policy then spills).
+TEST(TierAllocator, PlanSpillsInAttributeOrder) {
+  const numaaff::topology t = numaaff::topology::from_synthetic("pack:2 numa:2 core:1 pu:1")
+                                  .with_distances("10,20,30,40;20,10,20,30;30,20,10,20;40,30,20,10")
+                                  .with_memory_attributes("0>3:bandwidth=50000;0>0:bandwidth=10000;0>1:bandwidth=10000");
+  const std::vector<int> order = numaaff::detail::tier_order(t, numaaff::memory_attribute::bandwidth, 0);
+  ASSERT_EQ(order, (std::vector<int>{3, 0, 1, 2}));
+  EXPECT_EQ(t.nodes_by_distance(3)[1], 2) << "the kernel's fallback from node 3";
+  constexpr std::size_t mib = 1 << 20;
+  const auto plan_with = [&](std::map<int, std::uint64_t> room, std::size_t bytes) {
+    std::vector<std::pair<int, std::size_t>> out;
+    for (const auto& s : numaaff::detail::tier_plan(order, bytes, 2 * mib, [&](int n) { return room[n]; }))
+      out.emplace_back(s.node, s.bytes);
+    return out;
+  };
+  using plan = std::vector<std::pair<int, std::size_t>>;
+  EXPECT_EQ(plan_with({{3, 100 * mib}}, 16 * mib), (plan{{3, 16 * mib}}));
+  EXPECT_EQ(plan_with({{3, 6 * mib}, {0, 100 * mib}, {2, 100 * mib}}, 16 * mib), (plan{{3, 6 * mib}, {0, 10 * mib}}));
+  EXPECT_EQ(plan_with({{3, 5 * mib}, {0, 100 * mib}}, 16 * mib), (plan{{3, 4 * mib}, {0, 12 * mib}}));
+  EXPECT_EQ(plan_with({{3, 0}, {0, 3 * mib}, {1, 2 * mib}, {2, 0}}, 16 * mib), (plan{{0, 2 * mib}, {1, 2 * mib}, {3, 12 * mib}}));
+  EXPECT_EQ(plan_with({}, 16 * mib), (plan{{3, 16 * mib}}));
+  // Demotion goes the other way: the slowest memory first (ties farthest first), unknown last.
+  EXPECT_EQ(numaaff::detail::demotion_order(t, 0), (std::vector<int>{1, 0, 3, 2}));
+  EXPECT_EQ(numaaff::detail::demotion_order(t, 2), (std::vector<int>{0, 1, 3, 2}));
+  const numaaff::topology none = t.with_memory_attributes("");
+  EXPECT_EQ(numaaff::detail::demotion_order(none, 1), (std::vector<int>{3, 2, 0, 1}));
+}
+
+// Memory attributes become interleave weights: each node's best bandwidth, reduced; without
+// any value, plain interleave.
+TEST(TierAllocator, BandwidthWeights) {
+  const numaaff::topology base = numaaff::topology::from_synthetic("pack:2 numa:2 core:1 pu:1");
+  using weights = std::vector<std::pair<int, unsigned>>;
+  const auto of = [](const std::vector<numaaff::node_weight>& w) {
+    weights out;
+    for (const auto& x : w) out.emplace_back(x.node, x.weight);
+    return out;
+  };
+  EXPECT_EQ(of(numaaff::bandwidth_weights(base)), (weights{{0, 1}, {1, 1}, {2, 1}, {3, 1}}));
+  EXPECT_EQ(of(numaaff::bandwidth_weights(base.with_memory_attributes(
+                "0>0:bandwidth=20000;1>1:bandwidth=20000;0>2:bandwidth=40000;1>2:bandwidth=30000;0>3:bandwidth=5000"))),
+            (weights{{0, 4}, {1, 4}, {2, 8}, {3, 1}}));
+  EXPECT_EQ(of(numaaff::bandwidth_weights(base.with_memory_attributes("0>0:bandwidth=20001;0>1:bandwidth=10000;0>2:bandwidth=7"))),
+            (weights{{0, 100}, {1, 50}, {2, 1}, {3, 0}}));
+}
+
+// Small blocks of a weighted interleave take their nodes in proportion: node i takes
+// weights[i] turns of each round (reduced by the gcd), in list order.
+TEST(InterleaveAllocator, WeightedSmallBlocksTakeTurnsInProportion) {
+  numaaff::detail::interleave_state s;
+  s.set_weights({{0, 6}, {5, 0}, {2, 2}});
+  std::vector<int> seen;
+  for (int i = 0; i < 8; ++i) seen.push_back(s.pick());
+  EXPECT_EQ(seen, (std::vector<int>{0, 0, 0, 2, 0, 0, 0, 2}));
+  numaaff::detail::interleave_state even;
+  even.set_weights({{1, 4}, {3, 4}});
+  EXPECT_TRUE(even.weights.empty());
+  EXPECT_EQ(even.pick(), 1);
+  EXPECT_EQ(even.pick(), 3);
+}
+
+// The weighted allocator and resource on one node work (every block on it), keep `({0, 1})` a
+// node list, and name `weights` for a list weighted_interleave would refuse.
+TEST(InterleaveAllocator, WeightedFormsWorkAndRejectBadWeights) {
+  const int node = numaaff_test::sysfs_nodes().front();
+  numaaff::interleave_allocator<double> a({{node, 3}});
+  std::vector<double, numaaff::interleave_allocator<double>> big(1 << 18, 2.0, a);
+  EXPECT_EQ(numaaff_test::query_pages(big.data(), big.size() * sizeof(double)).on(node), big.size() * sizeof(double) / 4096);
+  EXPECT_EQ(a.weights().size(), 1u);
+  numaaff::interleave_resource r(std::vector<numaaff::node_weight>{{node, 2}});
+  std::pmr::vector<int> v(&r);
+  v.assign(1000, 5);
+  EXPECT_EQ(v[999], 5);
+  EXPECT_EQ(numaaff::interleave_allocator<int>({node}).weights().front().weight, 1u);
+  for (const std::vector<numaaff::node_weight>& bad :
+       {std::vector<numaaff::node_weight>{}, {{node, 0}}, {{node, 1}, {node, 2}}, {{4096, 1}}}) {
+    const std::string m = numaaff_test::what_of<std::invalid_argument>([&] { numaaff::interleave_allocator<int> x(bad); });
+    EXPECT_NE(m.find("interleave_allocator: weights"), std::string::npos) << m;
+    EXPECT_THROW(numaaff::interleave_resource{bad}, std::invalid_argument);
+  }
+}
+
+// promote and demote on one node: everything stays (and is counted as already there).
+TEST(TierAllocator, PromoteAndDemoteOnOneNode) {
+  std::vector<char> data(1 << 20, 1);
+  const numaaff::move_result up = numaaff::promote(data.data(), data.size());
+  EXPECT_EQ(up.failed, 0u);
+  EXPECT_EQ(numaaff::demote(data.data(), data.size()).failed, 0u);
+  EXPECT_EQ(data[12345], 1);
+  EXPECT_THROW(numaaff::promote(nullptr, 10), std::invalid_argument);
 }
 
 }  // namespace

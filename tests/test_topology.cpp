@@ -12,6 +12,7 @@
 #include <sched.h>
 
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -203,6 +204,59 @@ TEST(Topology, XmlDistancesAreReadAsFirmwareDistances) {
   EXPECT_NE(f.description().find(path), std::string::npos);
   EXPECT_EQ(topology::parse("xml:" + path).node_count(), 2u);
   std::remove(path.c_str());
+}
+
+// hwloc's subtype of a NUMA node (HBM, NVM, GPUMemory, CXL-DRAM...) is the node's kind.
+TEST(Topology, NodeKindIsHwlocsSubtype) {
+  hwloc_topology_t h = nullptr;
+  ASSERT_EQ(hwloc_topology_init(&h), 0);
+  ASSERT_EQ(hwloc_topology_set_synthetic(h, "pack:2 numa:1 core:1 pu:1"), 0);
+  ASSERT_EQ(hwloc_topology_load(h), 0);
+  hwloc_obj_t hbm = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, 1);
+  hbm->subtype = strdup("HBM");  // hwloc frees it with the topology
+  char* xml = nullptr;
+  int len = 0;
+  ASSERT_EQ(hwloc_topology_export_xmlbuffer(h, &xml, &len, 0), 0);
+  const std::string text(xml);
+  hwloc_free_xmlbuffer(h, xml);
+  hwloc_topology_destroy(h);
+
+  const topology t = topology::from_xml(text);
+  EXPECT_EQ(t.kind_of(0), "");
+  EXPECT_EQ(t.kind_of(1), "HBM");
+  EXPECT_NE(t.to_string().find("node 1 cpus: 1 (HBM)"), std::string::npos) << t.to_string();
+  EXPECT_THROW((void)t.kind_of(7), std::invalid_argument);
+}
+
+// NUMAAFF_MEMORY_ATTRIBUTES (with_memory_attributes) replaces the firmware's values: rankings
+// follow it, the report says so, and a bad entry is named with the valid form.
+TEST(Topology, MemoryAttributesOverride) {
+  const topology base = topology::from_synthetic("pack:2 numa:2 core:1 pu:1").with_distances("10,20,30,40;20,10,20,30;30,20,10,20;40,30,20,10");
+  const topology t = base.with_memory_attributes("0>0:bandwidth=20000,latency=80; 0>3:bandwidth=50000,latency=300;0>1:latency=90",
+                                                 "NUMAAFF_MEMORY_ATTRIBUTES");
+  EXPECT_EQ(t.memory_attributes_from(), numaaff::attribute_source::user);
+  EXPECT_EQ(base.memory_attributes_from(), numaaff::attribute_source::firmware);
+  EXPECT_TRUE(t.has_memory_attributes());
+  EXPECT_EQ(t.bandwidth(0, 3), 50000u);
+  EXPECT_EQ(t.latency(0, 3), 300u);
+  EXPECT_EQ(t.bandwidth(0, 1), 0u);
+  EXPECT_EQ(t.best_target(numaaff::memory_attribute::bandwidth, 0), 3);
+  EXPECT_EQ(t.targets_by(numaaff::memory_attribute::bandwidth, 0), (std::vector<numaaff::node_id>{3, 0, 1, 2}));
+  EXPECT_EQ(t.targets_by(numaaff::memory_attribute::latency, 0), (std::vector<numaaff::node_id>{0, 1, 3, 2}));
+  EXPECT_EQ(t.initiators_of(3).front(), 0);
+  EXPECT_NE(t.to_string().find("user override"), std::string::npos) << t.to_string();
+  EXPECT_NE(t.to_string().find("node 0 -> node 3: 50000 MiB/s, 300 ns"), std::string::npos) << t.to_string();
+  EXPECT_FALSE(t.with_memory_attributes("").has_memory_attributes());
+
+  const auto message_of = [&](const std::string& spec) {
+    return numaaff_test::what_of<std::invalid_argument>([&] { (void)base.with_memory_attributes(spec, "NUMAAFF_MEMORY_ATTRIBUTES"); });
+  };
+  for (const char* bad : {"0-3:bandwidth=1", "0>3", "0>3:bw=5", "0>3:bandwidth=0", "0>3:latency=-4", "0>3:latency=4x", "9>0:latency=1",
+                          "0>9:latency=1"}) {
+    const std::string m = message_of(bad);
+    EXPECT_NE(m.find(std::string("NUMAAFF_MEMORY_ATTRIBUTES='") + bad + "'"), std::string::npos) << m;
+    EXPECT_NE(m.find("valid form"), std::string::npos) << m;
+  }
 }
 
 TEST(Topology, HostMatchesTheKernel) {

@@ -48,13 +48,17 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <memory_resource>
 #include <new>
+#include <numeric>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -130,13 +134,47 @@ inline void* allocate_or_throw(std::size_t bytes, std::size_t align, node_id nod
   throw_failure(ec, "allocate");
 }
 
-/// Shared state of interleaving allocators: the nodes and a round-robin cursor.
+/// Shared state of interleaving allocators: the nodes, their weights (none: equal) and a
+/// round-robin cursor.
 struct interleave_state {
   std::vector<node_id> nodes;
+  std::vector<unsigned> weights;  // parallel to nodes, reduced by their gcd; empty: all equal
+  unsigned round = 0;             // sum of weights
   alloc_options options;
   std::atomic<std::size_t> next{0};
-  node_id pick() noexcept { return nodes[next.fetch_add(1, std::memory_order_relaxed) % nodes.size()]; }
+
+  void set_weights(const std::vector<node_weight>& list) {
+    unsigned g = 0;
+    for (const node_weight& w : list) g = std::gcd(g, w.weight);
+    for (const node_weight& w : list) {
+      if (w.weight == 0) continue;
+      nodes.push_back(w.node);
+      weights.push_back(w.weight / g);
+      round += w.weight / g;
+    }
+    if (std::all_of(weights.begin(), weights.end(), [](unsigned w) { return w == 1; })) weights.clear();
+  }
+  /// The node of the next small block: node i for weights[i] turns of every round.
+  node_id pick() noexcept {
+    const std::size_t turn = next.fetch_add(1, std::memory_order_relaxed);
+    if (weights.empty()) return nodes[turn % nodes.size()];
+    std::size_t at = turn % round;
+    std::size_t i = 0;
+    while (at >= weights[i]) at -= weights[i++];
+    return nodes[i];
+  }
+  std::vector<node_weight> weight_list() const {
+    std::vector<node_weight> out;
+    for (std::size_t i = 0; i < nodes.size(); ++i) out.push_back({nodes[i], weights.empty() ? 1u : weights[i]});
+    return out;
+  }
 };
+
+/// @throws std::invalid_argument naming `fn` and `weights` for a list weighted_interleave refuses.
+inline void require_weights(const char* fn, const std::vector<node_weight>& weights) {
+  const std::string why = weights_error(weights);
+  if (!why.empty()) throw_invalid_argument(std::string(fn) + ": " + why);
+}
 
 /// Reads an interleave_allocator's shared state (for its converting constructor and
 /// comparison across element types) without making it part of the public interface.
@@ -160,10 +198,14 @@ inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::si
   void* p = allocate_or_throw(bytes, align, s.nodes.front(), interleaved_mapping(s.options));
   failed_call = sys::count_;
   std::error_code ec;
-  interleave(p, bytes, s.nodes, policy_options{}, ec);
+  if (s.weights.empty()) {
+    interleave(p, bytes, s.nodes, policy_options{}, ec);
+  } else {
+    weighted_interleave(p, bytes, s.weight_list(), policy_options{}, ec);
+  }
   if (ec) {
     release_block(p, bytes, align, interleaved_mapping(s.options));
-    throw_failure(ec, "interleave");
+    throw_failure(ec, s.weights.empty() ? "interleave" : "weighted_interleave");
   }
   if (s.options.populate) {
     const std::size_t ps = page_size();
@@ -347,6 +389,23 @@ class interleave_allocator : public propagating_allocator {
     state_->nodes = std::move(nodes);
     state_->options = options;
   }
+  /**
+   * In proportion to `weights` (as weighted_interleave): a large block's pages, and small
+   * blocks in turn (node i takes weights[i] of every round). With
+   * `bandwidth_weights()`, a bandwidth-bound container draws on every tier at once.
+   * @throws std::invalid_argument naming `weights` (as weighted_interleave).
+   */
+  template <class Weights, std::enable_if_t<std::is_same_v<Weights, std::vector<node_weight>>, int> = 0>
+  explicit interleave_allocator(const Weights& weights, alloc_options options = {}) {
+    detail::require_weights("interleave_allocator", weights);
+    state_ = std::make_shared<detail::interleave_state>();
+    state_->set_weights(weights);
+    state_->options = options;
+  }
+  /// `interleave_allocator<T>({{0, 3}, {2, 1}})`. (A template above, so that `({0, 1})` stays
+  /// a node list.)
+  explicit interleave_allocator(std::initializer_list<node_weight> weights, alloc_options options = {})
+      : interleave_allocator(std::vector<node_weight>(weights), options) {}
   template <class U>
   interleave_allocator(const interleave_allocator<U>& other) noexcept : state_(detail::interleave_access::state(other)) {}
 
@@ -357,6 +416,8 @@ class interleave_allocator : public propagating_allocator {
   void deallocate(T* p, std::size_t n) noexcept { detail::interleave_deallocate(*state_, p, n * sizeof(T), alignof(T)); }
 
   const std::vector<node_id>& nodes() const noexcept { return state_->nodes; }
+  /// The nodes with their reduced weights (1 each when interleaving evenly).
+  std::vector<node_weight> weights() const { return state_->weight_list(); }
 
   template <class U>
   friend bool operator==(const interleave_allocator& a, const interleave_allocator<U>& b) noexcept {
@@ -407,33 +468,137 @@ class local_allocator {
 
 namespace detail {
 
-/**
- * The node of memory tier `tier` for the calling thread: from its homenode (or the node it runs
- * on), the best target by bandwidth or latency (topology::best_target: the firmware's HMAT
- * values, else nearest), or for capacity the node with the most free memory now (ties:
- * nearest). A logical homenode of a synthetic-topology pool never reaches here (local_node).
- */
-inline node_id tier_node(memory_attribute tier) {
-  const topology& t = topology::system();
-  node_id from = local_node();
-  if (!t.has_node(from)) from = t.nodes().front();
-  if (tier != memory_attribute::capacity) return t.best_target(tier, from);
-  node_id best = from;  // also when no node's free memory can be read
-  std::size_t most = 0;
-  for (node_id n : t.nodes_by_distance(from)) {  // `from` first: ties go to the nearest
-    const std::size_t free_bytes = node_free_bytes(n);
-    if (free_bytes > most) most = free_bytes, best = n;
-  }
-  return best;
+/// What node `n` can still take (node_available_bytes: MemFree less the kernel's reserves),
+/// re-read at most every 10 ms so that a tier allocation costs no file read; unlimited when it
+/// cannot be read (no sysfs: the kernel's fallback decides).
+inline std::uint64_t node_room(node_id n) {
+  struct slot {
+    std::atomic<std::int64_t> read_at{-1};  // -1: never read
+    std::atomic<std::uint64_t> bytes{0};
+  };
+  static slot slots[max_nodes];
+  constexpr std::int64_t fresh_ns = 10'000'000;
+  if (n < 0 || n >= max_nodes) return 0;
+  slot& s = slots[n];
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                               std::chrono::steady_clock::now().time_since_epoch()).count();
+  const std::int64_t read_at = s.read_at.load(std::memory_order_acquire);
+  if (read_at >= 0 && now - read_at < fresh_ns) return s.bytes.load(std::memory_order_relaxed);
+  std::size_t available = 0;
+  const std::uint64_t room = node_available_bytes(n, available) ? available : std::numeric_limits<std::uint64_t>::max();
+  s.bytes.store(room, std::memory_order_relaxed);
+  s.read_at.store(now, std::memory_order_release);
+  return room;
 }
 
-/// How a tier's blocks are placed: small blocks from the node's bound slabs (a mapping each
-/// would cost a page per block); large blocks preferred there, spilling where the kernel's
-/// fallback goes (the nodes nearest to it) when the tier is full.
+/**
+ * Nodes in the order tier `tier` fills them for a thread on `from`: by the memory attributes
+ * for bandwidth and latency (topology::targets_by: firmware values, else nearest first), by
+ * free memory now for capacity (ties nearest first).
+ */
+inline std::vector<node_id> tier_order(const topology& t, memory_attribute tier, node_id from) {
+  if (tier != memory_attribute::capacity) return t.targets_by(tier, from);
+  std::vector<node_id> order = t.nodes_by_distance(from);
+  std::vector<std::uint64_t> room(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) room[i] = node_room(order[i]);
+  std::vector<std::size_t> at(order.size());
+  std::iota(at.begin(), at.end(), std::size_t{0});
+  std::stable_sort(at.begin(), at.end(), [&](std::size_t x, std::size_t y) { return room[x] > room[y]; });
+  std::vector<node_id> out;
+  for (std::size_t i : at) out.push_back(order[i]);
+  return out;
+}
+
+/// The calling thread's node in `t` (its homenode, or where it runs; the first node if neither is in `t`).
+inline node_id tier_origin(const topology& t) {
+  const node_id from = local_node();
+  return t.has_node(from) ? from : t.nodes().front();
+}
+
+/// tier_order for the calling thread on this system: from its homenode (or the node it runs
+/// on). The bandwidth and latency orders are fixed and computed once per node.
+inline std::vector<node_id> tier_order_here(memory_attribute tier) {
+  const topology& t = topology::system();
+  const node_id from = tier_origin(t);
+  if (tier == memory_attribute::capacity) return tier_order(t, tier, from);
+  static const auto fixed = [&] {
+    std::vector<std::vector<node_id>> by[2];
+    for (node_id n : t.nodes()) {
+      by[0].push_back(tier_order(t, memory_attribute::bandwidth, n));
+      by[1].push_back(tier_order(t, memory_attribute::latency, n));
+    }
+    return std::vector<std::vector<std::vector<node_id>>>{by[0], by[1]};
+  }();
+  const auto pos = static_cast<std::size_t>(std::lower_bound(t.nodes().begin(), t.nodes().end(), from) - t.nodes().begin());
+  return fixed[tier == memory_attribute::bandwidth ? 0 : 1][pos];
+}
+
+/// A piece of a tier block: `bytes` on `node`.
+struct tier_segment {
+  node_id node;
+  std::size_t bytes;
+};
+
+/**
+ * How `bytes` spill over the nodes of `order`: each node in turn takes what `room(node)` says
+ * it has left, in whole `unit`s; what none has room for goes, last, to the first node (whose
+ * preferred policy then spills where the kernel's fallback goes). Pure but for `room`.
+ */
+template <class Room>
+std::vector<tier_segment> tier_plan(const std::vector<node_id>& order, std::size_t bytes, std::size_t unit, Room&& room) {
+  std::vector<tier_segment> plan;
+  std::size_t left = bytes;
+  for (node_id n : order) {
+    if (left == 0) break;
+    const std::uint64_t r = room(n);
+    const std::size_t take = r >= left ? left : static_cast<std::size_t>(r / unit * unit);
+    if (take != 0) plan.push_back({n, take});
+    left -= take;
+  }
+  if (left != 0 || plan.empty()) plan.push_back({order.front(), left});
+  return plan;
+}
+
+/// How a tier's blocks are mapped: small blocks from the node's bound slabs (a mapping each
+/// would cost a page per block); large blocks preferred on each segment's node.
 inline alloc_options tier_options(std::size_t bytes, std::size_t align) noexcept {
   alloc_options o;
   o.strict = is_small(bytes, align);
   return o;
+}
+
+/**
+ * A block of tier `tier` for the calling thread. A small block comes from the slabs of the
+ * first node in tier order with room for a slab. A large block is planned over the tier order
+ * (tier_plan): the fast tier takes what it has room for and the rest spills to the next tiers
+ * in attribute order, each segment preferred on its node (so that memory that runs out between
+ * the plan and the first touch still spills, where the kernel's fallback goes). Segments are
+ * whole huge pages in a block of 2 MiB or more, so that no huge page straddles two tiers.
+ */
+inline void* tier_allocate(memory_attribute tier, std::size_t bytes, std::size_t align) {
+  const std::vector<node_id> order = tier_order_here(tier);
+  const alloc_options o = tier_options(bytes, align);
+  if (is_small(bytes, align)) {
+    const auto roomy = std::find_if(order.begin(), order.end(), [](node_id n) { return node_room(n) >= 2 * slab_size; });
+    return allocate_or_throw(bytes, align, roomy != order.end() ? *roomy : order.front(), o);
+  }
+  const std::size_t ps = page_size(), len = align_up(bytes, ps);
+  const std::vector<tier_segment> plan = tier_plan(order, len, len >= huge_page_size() ? huge_page_size() : ps, node_room);
+  void* p = allocate_or_throw(bytes, align, plan.front().node, o);
+  std::size_t at = plan.front().bytes;
+  failed_call = sys::count_;
+  std::error_code ec;
+  for (std::size_t i = 1; i < plan.size() && !ec; at += plan[i++].bytes) {
+    std::vector<unsigned long> mask;
+    std::string why;
+    make_mask({plan[i].node}, mask, why);
+    apply_policy(page_span{reinterpret_cast<std::uintptr_t>(p) + at, plan[i].bytes / ps}, MPOL_PREFERRED, mask, {}, ec);
+  }
+  if (ec) {
+    release_block(p, bytes, align, o);
+    throw_failure(ec, "mbind");
+  }
+  return p;
 }
 
 }  // namespace detail
@@ -443,10 +608,12 @@ inline alloc_options tier_options(std::size_t bytes, std::size_t align) noexcept
  * each allocation: `memory_attribute::bandwidth` the fastest memory from the thread's homenode
  * (an HBM or CXL node with more bandwidth, per the firmware's HMAT), `latency` the nearest,
  * `capacity` the node with the most free memory. Without an HMAT, bandwidth and latency mean
- * the nearest node (the distance order). A large block that does not fit spills where the
- * kernel's fallback goes (MPOL_PREFERRED: the nodes nearest to the tier's node); small blocks
- * come from that node's bound slabs. All allocators of one tier are equal; memory may be freed
- * from any thread.
+ * the nearest node (the distance order). When the tier is full, memory spills in attribute
+ * order: a large block takes what room the best node has left and the rest from the next
+ * nodes of topology::targets_by (not the kernel's fallback, which goes by distance from the
+ * full node and would pass over a faster tier); a small block comes from the bound slabs of
+ * the first node in that order with room. Room is MemFree less the kernel's reserves, read at
+ * most every 10 ms. All allocators of one tier are equal; memory may be freed from any thread.
  *
  * Thread-safe. @throws std::bad_alloc when memory runs out.
  * @note One node: everything is on it.
@@ -462,8 +629,7 @@ class tier_allocator : public propagating_allocator {
 
   T* allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
-    return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), detail::tier_node(tier_),
-                                                     detail::tier_options(n * sizeof(T), alignof(T))));
+    return static_cast<T*>(detail::tier_allocate(tier_, n * sizeof(T), alignof(T)));
   }
   void deallocate(T* p, std::size_t n) noexcept {
     detail::release_block(p, n * sizeof(T), alignof(T), detail::tier_options(n * sizeof(T), alignof(T)));
@@ -521,7 +687,17 @@ class interleave_resource final : public std::pmr::memory_resource {
     state_.nodes = std::move(nodes);
     state_.options = options;
   }
+  /// In proportion to `weights` (as interleave_allocator). @throws std::invalid_argument naming `weights`.
+  template <class Weights, std::enable_if_t<std::is_same_v<Weights, std::vector<node_weight>>, int> = 0>
+  explicit interleave_resource(const Weights& weights, alloc_options options = {}) {
+    detail::require_weights("interleave_resource", weights);
+    state_.set_weights(weights);
+    state_.options = options;
+  }
+  explicit interleave_resource(std::initializer_list<node_weight> weights, alloc_options options = {})
+      : interleave_resource(std::vector<node_weight>(weights), options) {}
   const std::vector<node_id>& nodes() const noexcept { return state_.nodes; }
+  std::vector<node_weight> weights() const { return state_.weight_list(); }
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t align) override { return detail::interleave_allocate(state_, bytes, align); }
@@ -560,7 +736,7 @@ class tier_resource final : public std::pmr::memory_resource {
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t align) override {
-    return detail::allocate_or_throw(bytes, align, detail::tier_node(tier_), detail::tier_options(bytes, align));
+    return detail::tier_allocate(tier_, bytes, align);
   }
   void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
     detail::release_block(p, bytes, align, detail::tier_options(bytes, align));
@@ -571,6 +747,69 @@ class tier_resource final : public std::pmr::memory_resource {
   }
   memory_attribute tier_;
 };
+
+// ---- promotion and demotion ---------------------------------------------------------------
+
+namespace detail {
+
+/// Where demoted data goes for a thread on `from`: nodes whose memory has a known bandwidth
+/// (node_bandwidth: from its best CPU node, as the kernel's own demotion tiers rank memory),
+/// slowest first, then the others; ties farthest from `from` first.
+inline std::vector<node_id> demotion_order(const topology& t, node_id from) {
+  std::vector<node_id> order = t.nodes_by_distance(from);
+  std::reverse(order.begin(), order.end());
+  std::stable_sort(order.begin(), order.end(), [&](node_id x, node_id y) {
+    const std::uint64_t bx = node_bandwidth(t, x), by = node_bandwidth(t, y);
+    if ((bx != 0) != (by != 0)) return bx != 0;
+    return bx < by;
+  });
+  return order;
+}
+
+/// Moves a range over `order` as tier_plan spills it, counting the range's own pages as room.
+inline move_result move_in_order(const char* fn, void* addr, std::size_t bytes, const std::vector<node_id>& order) {
+  require_range(fn, addr, bytes);
+  const std::size_t ps = page_size();
+  const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(addr) / ps * ps;
+  const std::size_t len = detail::align_up(reinterpret_cast<std::uintptr_t>(addr) + bytes, ps) - first;
+  const placement here = where(reinterpret_cast<void*>(first), len);
+  const std::vector<tier_segment> plan =
+      tier_plan(order, len, ps, [&](node_id n) { return node_room(n) + std::uint64_t{here.pages_on(n)} * ps; });
+  return place_blocks(reinterpret_cast<void*>(first), len, ps, [&](std::size_t block) {
+    std::size_t at = block * ps, i = 0;
+    while (i + 1 < plan.size() && at >= plan[i].bytes) at -= plan[i++].bytes;
+    return plan[i].node;
+  });
+}
+
+}  // namespace detail
+
+/**
+ * Moves the pages of a range to memory tier `tier` for the calling thread (as tier_allocator
+ * places): the first node in tier order takes what room it has (the range's own pages there
+ * count as room) and the rest goes to the next nodes in that order, in one batched
+ * place_blocks. Unpopulated pages stay unpopulated.
+ *
+ * Thread-safe; allocates O(pages); blocks for the copies. The result counts as place_blocks'.
+ * @throws std::invalid_argument for a null or wrapping range; std::system_error named
+ *         "move_pages" if the call fails as a whole.
+ * @note One node, or a sandbox: as move_to.
+ */
+inline move_result move_to_tier(void* addr, std::size_t bytes, memory_attribute tier) {
+  return detail::move_in_order("move_to_tier", addr, bytes, detail::tier_order_here(tier));
+}
+/// Hot data to the fastest memory: move_to_tier(addr, bytes, memory_attribute::bandwidth).
+inline move_result promote(void* addr, std::size_t bytes) { return move_to_tier(addr, bytes, memory_attribute::bandwidth); }
+/**
+ * Cold data to the slowest memory, spilling towards faster memory when it is full: nodes by
+ * the bandwidth of their memory (from its best CPU node, as the kernel ranks memory tiers),
+ * slowest first (a CXL expander before DRAM), nodes without a value last; ties, and every node
+ * without an HMAT, farthest from the calling thread first. Same contract as move_to_tier.
+ */
+inline move_result demote(void* addr, std::size_t bytes) {
+  const topology& t = topology::system();
+  return detail::move_in_order("demote", addr, bytes, detail::demotion_order(t, detail::tier_origin(t)));
+}
 
 // ---- convenience types --------------------------------------------------------------------
 

@@ -137,15 +137,18 @@ struct node_weight {
  * on every node in that proportion), not in two halves. Typical use: a bandwidth-bound array
  * over DRAM and a CXL or HBM node, weights in proportion to their bandwidths.
  *
- * How: equal weights are one MPOL_INTERLEAVE. Otherwise the range is cut into tiles, and in
+ * How: equal weights are one MPOL_INTERLEAVE. Weights in the proportion of the system's
+ * weighted-interleave weights (Linux 6.9+, system_interleave_weights()) are one
+ * MPOL_WEIGHTED_INTERLEAVE: the kernel's own policy, which gives exactly what was asked.
+ * Otherwise the range is cut into tiles, and in
  * each tile every node gets a run of pages in proportion to its weight, which prefers that
  * node (MPOL_PREFERRED: a full node spills to its neighbours, as MPOL_INTERLEAVE's pages do;
  * one node alone is preferred the same way); one tile holds one round of the reduced
  * weights (3 + 1 pages above) when the process's map count allows, else the smallest tiles
- * whose mappings (one per run) fit in half of the mappings vm.max_map_count has left. The
- * kernel's own MPOL_WEIGHTED_INTERLEAVE (Linux 6.9) is not used: its weights are system-wide
- * (sysfs), and a library must not change them. `options.move_existing` moves pages already
- * there.
+ * whose mappings (one per run) fit in half of the mappings vm.max_map_count has left. numaaff
+ * never writes the system's weights: they are the administrator's, shared by every process.
+ * `options.move_existing` moves pages already there. Weights from the memory attributes:
+ * `weighted_interleave(p, n, topology::system().bandwidth_weights())`.
  *
  * Thread-safe (acts on the address space); allocates the run plan; one mbind per run.
  * @throws std::invalid_argument naming `weights` for an empty list, a node the kernel does
@@ -157,6 +160,27 @@ void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_w
 void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_weight>& weights, policy_options options);
 void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_weight>& weights, policy_options options,
                          std::error_code& ec) noexcept;
+
+/**
+ * Weights for weighted_interleave in proportion to each node's memory bandwidth in `topo`: a
+ * node's weight is the best bandwidth any CPU node has to it (the firmware's HMAT or the
+ * user's override: topology::bandwidth), reduced by their gcd and scaled to at most 100 (a
+ * node is never scaled below 1). A node with no known bandwidth gets 0 (left out) while others
+ * have one; without any value (no HMAT) every node gets 1: plain interleave.
+ * Thread-safe; allocates the result. @note One node: {{0, 1}}.
+ */
+std::vector<node_weight> bandwidth_weights(const topology& topo = topology::system());
+
+/**
+ * The system-wide weighted-interleave weights of `nodes`, as the administrator set them (Linux
+ * 6.9+: /sys/kernel/mm/mempolicy/weighted_interleave/nodeN); 1 for a node the kernel gives no
+ * weight (older kernels: then plain interleave). Given to weighted_interleave, they select the
+ * kernel's MPOL_WEIGHTED_INTERLEAVE, which reads them at each page fault (a later change of the
+ * system weights applies to pages placed after it).
+ * Thread-safe; reads sysfs. @throws std::invalid_argument naming `nodes` for an empty list or
+ * a node the kernel does not have.
+ */
+std::vector<node_weight> system_interleave_weights(const std::vector<node_id>& nodes);
 
 /// Back to the process's default policy (MPOL_DEFAULT: first touch) for the range.
 void reset_policy(void* addr, std::size_t bytes);
@@ -725,7 +749,55 @@ inline std::size_t mapping_budget() {
   return std::min(weighted_runs_max, limit > used + 2 ? (limit - used) / 2 : 1);
 }
 
+/// True when the kernel's MPOL_WEIGHTED_INTERLEAVE gives `shares` of `nodes` exactly: the
+/// system weights exist and are in the same proportion.
+inline bool system_weights_match(const std::vector<node_id>& nodes, const std::vector<std::uint64_t>& shares) {
+  std::vector<std::uint64_t> sys(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if ((sys[i] = system_interleave_weight(nodes[i])) == 0) return false;
+  for (std::size_t i = 1; i < nodes.size(); ++i)
+    if (shares[i] * sys[0] != shares[0] * sys[i]) return false;  // weights < 2^32: no overflow
+  return true;
+}
+
 }  // namespace detail
+
+namespace detail {
+
+/// The bandwidth of node `n`'s memory from its best CPU node (0 when unknown): a property of
+/// the memory, as the kernel's memory tiers see it, where topology::bandwidth is per pair
+/// (and Linux reports only a target's best initiators).
+inline std::uint64_t node_bandwidth(const topology& topo, node_id n) {
+  std::uint64_t best = 0;
+  for (node_id i : topo.cpu_nodes()) best = std::max(best, topo.bandwidth(i, n));
+  return best;
+}
+
+}  // namespace detail
+
+inline std::vector<node_weight> bandwidth_weights(const topology& topo) {
+  std::vector<std::uint64_t> best(topo.node_count(), 0);
+  std::uint64_t g = 0, most = 0;
+  for (std::size_t j = 0; j < best.size(); ++j) {
+    best[j] = detail::node_bandwidth(topo, topo.nodes()[j]);
+    g = std::gcd(g, best[j]);
+    most = std::max(most, best[j]);
+  }
+  std::vector<node_weight> out;
+  for (std::size_t j = 0; j < best.size(); ++j) {
+    std::uint64_t w = most == 0 ? 1 : best[j] / g;
+    if (most / g > 100 && w != 0) w = std::max<std::uint64_t>(1, (best[j] * 100 + most / 2) / most);
+    out.push_back({topo.nodes()[j], static_cast<unsigned>(w)});
+  }
+  return out;
+}
+
+inline std::vector<node_weight> system_interleave_weights(const std::vector<node_id>& nodes) {
+  detail::require_nodes("system_interleave_weights", nodes);
+  std::vector<node_weight> out;
+  for (node_id n : nodes) out.push_back({n, std::max(1u, detail::system_interleave_weight(n))});
+  return out;
+}
 
 inline void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_weight>& weights,
                                 policy_options o, std::error_code& ec) noexcept {
@@ -744,11 +816,16 @@ inline void weighted_interleave(void* addr, std::size_t bytes, const std::vector
       shares.push_back(w.weight);
     }
     std::string why;
-    if (std::all_of(shares.begin(), shares.end(), [&](std::uint64_t s) { return s == shares.front(); })) {
+    // One policy for the whole range where the kernel has one that gives exactly this.
+    const bool equal = std::all_of(shares.begin(), shares.end(), [&](std::uint64_t s) { return s == shares.front(); });
+    const int mode = equal ? (nodes.size() == 1 ? MPOL_PREFERRED : MPOL_INTERLEAVE)
+                           : detail::system_weights_match(nodes, shares) ? MPOL_WEIGHTED_INTERLEAVE : MPOL_DEFAULT;
+    if (mode != MPOL_DEFAULT) {
       std::vector<unsigned long> mask;
       detail::make_mask(nodes, mask, why);
-      detail::apply_policy(span, nodes.size() == 1 ? MPOL_PREFERRED : MPOL_INTERLEAVE, mask, o, ec);
-      return;
+      detail::apply_policy(span, mode, mask, o, ec);
+      if (mode != MPOL_WEIGHTED_INTERLEAVE || ec != std::errc::invalid_argument) return;
+      ec.clear();  // a kernel that lists weights but lacks the mode: the method below
     }
     std::vector<std::vector<unsigned long>> masks;
     detail::single_node_masks(nodes, masks, why);  // nodes validated above

@@ -289,6 +289,14 @@ inline capability_report probe_capabilities(const topology& topo) {
   r.items.push_back({"vm.max_map_count", probe_state::yes, r.max_map_count < 0 ? "unknown" : std::to_string(r.max_map_count),
                      "next-touch merges chunks when mprotect runs out of mappings (ENOMEM); weighted_interleave "
                      "sizes its tiles to stay within it"});
+  std::string system_weights;
+  for (node_id n : topo.nodes())
+    if (const unsigned w = detail::system_interleave_weight(n)) system_weights += (system_weights.empty() ? "" : " ") + std::to_string(n) + ":" + std::to_string(w);
+  r.items.push_back({"MPOL_WEIGHTED_INTERLEAVE (6.9+)", system_weights.empty() ? probe_state::no : probe_state::yes,
+                     system_weights.empty() ? "no system weights in sysfs" : "system weights " + system_weights,
+                     system_weights.empty() ? "weighted_interleave places pages with per-node runs (tiles) in user space"
+                                            : "weighted_interleave uses it when the weights are in the system weights' "
+                                              "proportion, else per-node runs (tiles); numaaff never writes the weights"});
   std::vector<node_id> memory_only;
   for (node_id n : topo.nodes())
     if (!topo.has_cpus(n)) memory_only.push_back(n);
@@ -297,9 +305,11 @@ inline capability_report probe_capabilities(const topology& topo) {
                      memory_only.empty() ? "every node runs threads"
                                          : "never given workers or chosen as a homenode; reach them with policies, "
                                            "allocators, weighted_interleave"});
+  const bool user_attributes = topo.memory_attributes_from() == attribute_source::user;
   r.items.push_back({"memory attributes (HMAT)", topo.has_memory_attributes() ? probe_state::yes : probe_state::no,
-                     topo.has_memory_attributes() ? "bandwidth and latency per initiator and target from the firmware"
-                                                  : "none from the firmware",
+                     user_attributes ? "user override (NUMAAFF_MEMORY_ATTRIBUTES)"
+                     : topo.has_memory_attributes() ? "bandwidth and latency per initiator and target from the firmware"
+                                                    : "none from the firmware",
                      topo.has_memory_attributes() ? "targets_by() and best_target() rank memory by them"
                                                   : "targets_by() and best_target() rank memory by distance"});
   return r;

@@ -22,6 +22,9 @@
  *   (an existing file is read as XML, anything else as a synthetic string).
  * - `NUMAAFF_DISTANCES`: `local=10,remote=100` (uniform) or a full matrix with rows separated
  *   by `;` and entries by `,` in ascending node order, e.g. `10,20;20,10`.
+ * - `NUMAAFF_MEMORY_ATTRIBUTES`: bandwidth (MiB/s) and latency (ns) per initiator and target,
+ *   replacing the firmware's (for tests, or a machine whose HMAT is missing or wrong), e.g.
+ *   `0>0:bandwidth=20000,latency=80;0>2:bandwidth=40000,latency=100`.
  *
  * @code{.cpp}
  * const numaaff::topology& topo = numaaff::topology::system();
@@ -41,6 +44,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -111,6 +115,12 @@ enum class distance_source {
   firmware,  ///< the ACPI SLIT (or an XML file's distance matrix), through hwloc
   defaults,  ///< none was available: 10 on the diagonal, 20 elsewhere
   user,      ///< `with_distances()` or `NUMAAFF_DISTANCES`
+};
+
+/// Where the memory attributes (bandwidth, latency) came from.
+enum class attribute_source {
+  firmware,  ///< the ACPI HMAT through hwloc (or an XML file's memory attributes); may be empty
+  user,      ///< `with_memory_attributes()` or `NUMAAFF_MEMORY_ATTRIBUTES`
 };
 
 /// What targets_by() ranks a node's memory by, as seen from a CPU node.
@@ -232,8 +242,16 @@ class topology {
   std::uint64_t latency(node_id initiator, node_id target) const {
     return latency_[checked_index(initiator, "initiator") * nodes_.size() + checked_index(target, "target")];
   }
-  /// True when the firmware gave any bandwidth or latency value.
+  /// True when the firmware (or the user's override) gave any bandwidth or latency value.
   bool has_memory_attributes() const noexcept;
+  attribute_source memory_attributes_from() const noexcept { return attribute_source_; }
+  /**
+   * What memory node `n` is, as hwloc names it: "DRAM", "HBM", "NVM", "SPM", "GPUMemory",
+   * "CXL-DRAM" (hwloc 2.10+)..., or "" when hwloc does not say (it often does not for plain
+   * DRAM, nor for a memory-only node whose firmware gives no hint).
+   * @throws std::invalid_argument if `n` is not in this topology.
+   */
+  const std::string& kind_of(node_id n) const { return kind_of_[checked_index(n, "node")]; }
   /**
    * Every node's memory ranked for `initiator`'s CPUs by `a`, best first. Targets with a
    * firmware value come first, by value; the others follow nearest first (the documented
@@ -269,6 +287,16 @@ class topology {
   /// A copy with distances in `NUMAAFF_DISTANCES` syntax; `what` names the input in errors.
   topology with_distances(const std::string& spec, const std::string& what = "distances") const;
 
+  /**
+   * A copy whose memory attributes are exactly `spec` (every firmware value dropped), in
+   * `NUMAAFF_MEMORY_ATTRIBUTES` syntax: entries `I>T:key=value[,key=value]` separated by `;`,
+   * I a node with CPUs (the initiator), T any node, keys `bandwidth` (MiB/s) and `latency`
+   * (ns), values whole numbers above 0. An empty spec drops every value (rankings then follow
+   * the distances). `what` names the input in errors.
+   * @throws std::invalid_argument naming `what`, the entry and the valid form.
+   */
+  topology with_memory_attributes(const std::string& spec, const std::string& what = "memory attributes") const;
+
   /// A `numactl -H`-like summary: nodes, CPUs, memory, distance matrix, source, restriction.
   std::string to_string() const;
 
@@ -294,6 +322,8 @@ class topology {
   std::vector<node_id> node_of_cpu_;  // indexed by OS cpu number, -1 where unknown
   std::vector<int> distances_;        // row-major, nodes_ order
   std::vector<std::uint64_t> bandwidth_, latency_;  // row-major [initiator][target], 0: unknown
+  std::vector<std::string> kind_of_;                 // hwloc's subtype of each node, "" if none
+  attribute_source attribute_source_ = attribute_source::firmware;
   topology_source source_ = topology_source::system;
   distance_source distance_source_ = distance_source::defaults;
   std::string restriction_;
@@ -326,6 +356,30 @@ inline std::vector<int> bitmap_to_vector(hwloc_const_bitmap_t set) {
   for (int i = hwloc_bitmap_first(set); i != -1; i = hwloc_bitmap_next(set, i)) out.push_back(i);
   return out;
 }
+
+#if HWLOC_API_VERSION >= 0x00020300
+/**
+ * hwloc's value of memory attribute `id` for `target` seen from the CPUs of `from`, 0 when it
+ * has none. hwloc matches initiators exactly, while Linux lists, per target, its best
+ * initiators as one set (two CPU nodes with equal bandwidth to a CXL node are one initiator of
+ * both nodes' CPUs): a value whose initiator includes `from` applies to `from` too.
+ */
+inline std::uint64_t memattr_value(hwloc_topology_t t, hwloc_memattr_id_t id, hwloc_obj_t target, const hwloc_location& from) {
+  hwloc_uint64_t v = 0;
+  hwloc_location at = from;  // hwloc 2.9 takes it non-const
+  if (hwloc_memattr_get_value(t, id, target, &at, 0, &v) == 0) return v;
+  unsigned nr = 0;
+  if (hwloc_memattr_get_initiators(t, id, target, 0, &nr, nullptr, nullptr) != 0 || nr == 0) return 0;
+  std::vector<hwloc_location> initiators(nr);
+  std::vector<hwloc_uint64_t> values(nr);
+  if (hwloc_memattr_get_initiators(t, id, target, 0, &nr, initiators.data(), values.data()) != 0) return 0;
+  for (unsigned k = 0; k < nr && k < initiators.size(); ++k)
+    if (initiators[k].type == HWLOC_LOCATION_TYPE_CPUSET &&
+        hwloc_bitmap_isincluded(from.location.cpuset, initiators[k].location.cpuset))
+      return values[k];
+  return 0;
+}
+#endif
 
 inline std::string_view distance_source_name(distance_source s) noexcept {
   switch (s) {
@@ -512,6 +566,43 @@ inline topology topology::with_distances(const std::string& spec, const std::str
   return copy;
 }
 
+inline topology topology::with_memory_attributes(const std::string& spec, const std::string& what) const {
+  const std::string valid =
+      " (valid form: entries 'I>T:bandwidth=MiB/s,latency=ns' separated by ';', I a node with CPUs, "
+      "e.g. '0>0:bandwidth=20000,latency=80;0>2:bandwidth=40000')";
+  const auto fail = [&](const std::string& why) { detail::throw_invalid_argument(what + "='" + spec + "': " + why + valid); };
+  const std::size_t n = nodes_.size();
+  topology copy = *this;
+  copy.bandwidth_.assign(n * n, 0);
+  copy.latency_.assign(n * n, 0);
+  copy.attribute_source_ = attribute_source::user;
+  for (std::string_view entry : detail::split(detail::trim(spec), ';')) {
+    entry = detail::trim(entry);
+    if (entry.empty()) continue;
+    const std::size_t arrow = entry.find('>'), colon = entry.find(':');
+    int from = -1, to = -1;
+    if (arrow == std::string_view::npos || colon == std::string_view::npos || colon < arrow ||
+        detail::parse_int_status(entry.substr(0, arrow), from) != std::errc() ||
+        detail::parse_int_status(entry.substr(arrow + 1, colon - arrow - 1), to) != std::errc())
+      fail("cannot read '" + std::string(entry) + "'");
+    const std::size_t i = index_of(from), j = index_of(to);
+    if (i == npos || j == npos)
+      fail("'" + std::string(entry) + "' names a node not in this topology (nodes: " + detail::format_list(nodes_) + ")");
+    if (cpus_of_[i].empty()) fail("'" + std::string(entry) + "': initiator node " + std::to_string(from) + " has no CPUs");
+    for (std::string_view field : detail::split(entry.substr(colon + 1), ',')) {
+      const std::size_t eq = field.find('=');
+      const std::string_view key = detail::trim(field.substr(0, eq == std::string_view::npos ? 0 : eq));
+      std::uint64_t value = 0;
+      const std::string_view text = eq == std::string_view::npos ? std::string_view{} : detail::trim(field.substr(eq + 1));
+      const auto [end, e] = std::from_chars(text.data(), text.data() + text.size(), value);
+      if ((key != "bandwidth" && key != "latency") || e != std::errc() || end != text.data() + text.size() || value == 0)
+        fail("cannot read '" + std::string(detail::trim(field)) + "' in '" + std::string(entry) + "'");
+      (key == "bandwidth" ? copy.bandwidth_ : copy.latency_)[i * n + j] = value;
+    }
+  }
+  return copy;
+}
+
 inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source, std::string description) {
   topology topo;
   topo.source_ = source;
@@ -586,6 +677,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     topo.memory_of_.push_back(obj->attr != nullptr ? obj->attr->numanode.local_memory : 0);
     topo.logical_index_.push_back(static_cast<int>(obj->logical_index));
     topo.cpus_of_.push_back(std::move(cpus));
+    topo.kind_of_.emplace_back(obj->subtype != nullptr ? obj->subtype : "");
     kept.push_back(obj);
   }
   if (topo.nodes_.empty()) {
@@ -595,6 +687,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     topo.memory_of_.push_back(hwloc_get_root_obj(t)->total_memory);
     topo.logical_index_.push_back(0);
     topo.cpus_of_.push_back(detail::bitmap_to_vector(usable.get()));
+    topo.kind_of_.emplace_back();
   }
   for (std::size_t k = 0; k < topo.nodes_.size(); ++k) {
     for (int c : topo.cpus_of_[k]) {
@@ -647,9 +740,8 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     from.type = HWLOC_LOCATION_TYPE_CPUSET;
     from.location.cpuset = kept[i]->cpuset;
     for (std::size_t j = 0; j < kept.size(); ++j) {
-      hwloc_uint64_t v = 0;
-      if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_BANDWIDTH, kept[j], &from, 0, &v) == 0) topo.bandwidth_[i * n + j] = v;
-      if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_LATENCY, kept[j], &from, 0, &v) == 0) topo.latency_[i * n + j] = v;
+      topo.bandwidth_[i * n + j] = detail::memattr_value(t, HWLOC_MEMATTR_ID_BANDWIDTH, kept[j], from);
+      topo.latency_[i * n + j] = detail::memattr_value(t, HWLOC_MEMATTR_ID_LATENCY, kept[j], from);
     }
   }
 #endif
@@ -745,6 +837,8 @@ inline const topology& topology::system() {
     const char* forced = std::getenv("NUMAAFF_TOPOLOGY");
     topology t = forced != nullptr ? parse(forced, "NUMAAFF_TOPOLOGY") : discover();
     if (const char* d = std::getenv("NUMAAFF_DISTANCES")) t = t.with_distances(d, "NUMAAFF_DISTANCES");
+    if (const char* a = std::getenv("NUMAAFF_MEMORY_ATTRIBUTES"))
+      t = t.with_memory_attributes(a, "NUMAAFF_MEMORY_ATTRIBUTES");
     return t;
   }();
   return instance;
@@ -756,7 +850,10 @@ inline std::string topology::to_string() const {
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     std::string cpus;
     for (int c : cpus_of_[i]) cpus += " " + std::to_string(c);
-    s += "node " + std::to_string(nodes_[i]) + " cpus:" + (cpus.empty() ? std::string(" none (memory only)") : cpus) + "\n";
+    std::string notes = cpus.empty() ? "memory only" : "";
+    if (!kind_of_[i].empty()) notes += (notes.empty() ? "" : ", ") + kind_of_[i];
+    s += "node " + std::to_string(nodes_[i]) + " cpus:" + (cpus.empty() ? std::string(" none") : cpus) +
+         (notes.empty() ? "" : " (" + notes + ")") + "\n";
     s += "node " + std::to_string(nodes_[i]) + " size: " + std::to_string(memory_of_[i] >> 20) + " MB\n";
   }
   s += "node distances:\nnode ";
@@ -778,7 +875,8 @@ inline std::string topology::to_string() const {
   }
   s += "source: " + description_ + "; distances: " + std::string(detail::distance_source_name(distance_source_)) + "\n";
   if (has_memory_attributes()) {
-    s += "memory attributes (firmware HMAT; initiator -> target: MiB/s, ns):\n";
+    s += std::string("memory attributes (") + (attribute_source_ == attribute_source::user ? "user override" : "firmware HMAT") +
+         "; initiator -> target: MiB/s, ns):\n";
     for (std::size_t i = 0; i < n; ++i)
       for (std::size_t j = 0; j < n; ++j) {
         if (bandwidth_[i * n + j] == 0 && latency_[i * n + j] == 0) continue;

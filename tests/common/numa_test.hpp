@@ -43,6 +43,20 @@ inline int vm_int(const char* name, int fallback) {
     }                                                                                               \
   } while (0)
 
+/// Skips unless the kernel shows a memory-only node with memory attributes: on the host, or in a
+/// rig topology without one by design (NUMAAFF_TEST_MEMORY_ONLY_NODES=0); fails in a guest that
+/// was promised one.
+#define NUMAAFF_REQUIRE_MEMORY_TIERS()                                                              \
+  do {                                                                                              \
+    const int mem_only_ = static_cast<int>(::numaaff_test::sysfs_memory_only_nodes().size());      \
+    const int promised_ = ::numaaff_test::vm_int("NUMAAFF_TEST_MEMORY_ONLY_NODES", -1);           \
+    if (mem_only_ == 0 || !numaaff::topology::system().has_memory_attributes()) {                   \
+      if (promised_ > 0) FAIL() << "the rig promised " << promised_ << " memory-only nodes with HMAT"; \
+      GTEST_SKIP() << "needs a memory-only node with HMAT values; "                                \
+                   << (promised_ == 0 ? "this topology has none by design" : "run tests/vm/run-numa-suite --topology tiered"); \
+    }                                                                                               \
+  } while (0)
+
 /// Skips (host) or fails (VM) unless the kernel shows at least `n` online NUMA nodes.
 #define NUMAAFF_REQUIRE_NODES(n)                                                                    \
   do {                                                                                              \

@@ -23,6 +23,8 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <chrono>
+#include <memory>
 #include <memory_resource>
 #include <thread>
 #include <vector>
@@ -129,6 +131,135 @@ TEST(MemoryNuma, WeightedInterleaveMixesPagesInProportionToTheWeights) {
     EXPECT_EQ(r.on(c), 300u);
     EXPECT_EQ(r.on(b), 100u);
   }
+}
+
+// Weights in the proportion of the system's weighted-interleave weights (6.12: sysfs, written
+// here as an administrator would) are the kernel's own MPOL_WEIGHTED_INTERLEAVE; on 6.1, which
+// has none, the same call makes per-node runs. Either way the counts are exact and every
+// 64-page window has the mix. Weights the system does not have (1:1:1:7) are runs on both.
+TEST(MemoryNuma, WeightedInterleaveUsesTheKernelsPolicyWhenTheSystemWeightsMatch) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  const int a = nodes.front(), b = nodes.back();
+  const std::string dir = "/sys/kernel/mm/mempolicy/weighted_interleave/node";
+  const bool kernel_has = std::ifstream(dir + std::to_string(a)).good();
+  const auto weight_of = [&](int n) {
+    unsigned w = 0;
+    std::ifstream(dir + std::to_string(n)) >> w;
+    return w;
+  };
+  const unsigned old_a = weight_of(a), old_b = weight_of(b);
+  if (kernel_has) {
+    ASSERT_TRUE(std::ofstream(dir + std::to_string(a)) << 6 << std::flush);
+    ASSERT_TRUE(std::ofstream(dir + std::to_string(b)) << 2 << std::flush);
+  }
+  const auto system = numaaff::system_interleave_weights({a, b});
+  mapping m(2048);
+  numaaff::weighted_interleave(m.p, m.bytes, {{a, 3}, {b, 1}});
+  int mode = -1;
+  const long got = numaaff::detail::call(numaaff::detail::sys::get_mempolicy,
+                                         [&] { return ::get_mempolicy(&mode, nullptr, 0, m.p, MPOL_F_ADDR); }).value;
+  mapping other(64);
+  numaaff::weighted_interleave(other.p, other.bytes, {{a, 5}, {b, 3}});
+  int other_mode = -1;
+  (void)::get_mempolicy(&other_mode, nullptr, 0, other.p, MPOL_F_ADDR);
+  m.fill(14);  // the kernel reads the system weights at each fault: touch before restoring them
+  if (kernel_has) {
+    std::ofstream(dir + std::to_string(a)) << old_a << std::flush;
+    std::ofstream(dir + std::to_string(b)) << old_b << std::flush;
+  }
+  ASSERT_EQ(got, 0);
+  EXPECT_EQ(mode, kernel_has ? MPOL_WEIGHTED_INTERLEAVE : MPOL_PREFERRED);
+  EXPECT_EQ(other_mode, MPOL_PREFERRED) << "5:3 is not the system's 6:2";
+  ASSERT_EQ(system.size(), 2u);
+  EXPECT_EQ(system[0].weight, kernel_has ? 6u : 1u);
+  EXPECT_EQ(system[1].weight, kernel_has ? 2u : 1u);
+  const auto raw = query_pages(m.p, m.bytes);
+  EXPECT_EQ(raw.on(a), 1536u);
+  EXPECT_EQ(raw.on(b), 512u);
+  for (std::size_t w = 0; w + 64 <= 2048; w += 64)
+    ASSERT_EQ(query_pages(m.p + w * ps, 64 * ps).on(a), 48u) << "window at page " << w;
+  EXPECT_TRUE(m.intact(14));
+  if (nodes.size() >= 4) {
+    mapping s(1000);
+    numaaff::weighted_interleave(s.p, s.bytes, {{nodes[0], 1}, {nodes[1], 1}, {nodes[2], 1}, {nodes[3], 7}});
+    s.fill(15);
+    const auto r = query_pages(s.p, s.bytes);
+    EXPECT_EQ(r.on(nodes[0]), 100u);
+    EXPECT_EQ(r.on(nodes[1]), 100u);
+    EXPECT_EQ(r.on(nodes[2]), 100u);
+    EXPECT_EQ(r.on(nodes[3]), 700u);
+  }
+}
+
+// A weighted-interleave allocator: a large block in proportion, small blocks taking turns.
+TEST(MemoryNuma, WeightedInterleaveAllocatorPlacesInProportion) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  const int a = nodes.front(), b = nodes.back();
+  numaaff::interleave_allocator<char> alloc({{a, 3}, {b, 1}});
+  std::vector<char, numaaff::interleave_allocator<char>> big(4096 * ps, 1, alloc);
+  const auto raw = query_pages(big.data(), big.size());
+  EXPECT_EQ(raw.on(a) + raw.on(b), raw.total);
+  EXPECT_LE(std::labs(static_cast<long>(raw.on(a)) - 3 * static_cast<long>(raw.on(b))), 4) << raw.on(a) << " vs " << raw.on(b);
+  numaaff::interleave_resource r({{a, 1}, {b, 3}});
+  std::size_t on_b = 0;
+  std::vector<void*> blocks;
+  for (int i = 0; i < 400; ++i) {
+    void* p = r.allocate(4096, 4096);
+    std::memset(p, 1, 4096);
+    on_b += query_pages(p, 4096).on(b);
+    blocks.push_back(p);
+  }
+  for (void* p : blocks) r.deallocate(p, 4096, 4096);
+  EXPECT_EQ(on_b, 300u);
+}
+
+// Tiers when the fast one is full: from node 0 the bandwidth order is the HBM-like node 2, then
+// node 0. With node 2 filled to 8 MiB of room, a 16 MiB block puts at most that there and the
+// rest on node 0, none anywhere else; promote and demote move a range to the fastest and to the
+// slowest memory (node 3, the CXL-like node).
+TEST(MemoryNuma, TiersSpillInAttributeOrderAndPromoteDemote) {
+  NUMAAFF_REQUIRE_MEMORY_TIERS();
+  const numaaff::topology& t = numaaff::topology::system();
+  const int from = t.cpu_nodes().front();
+  const std::vector<int> order = t.targets_by(numaaff::memory_attribute::bandwidth, from);
+  const int fast = order[0], next = order[1];
+  ASSERT_FALSE(t.has_cpus(fast));
+  std::size_t room = 0;
+  ASSERT_TRUE(numaaff::detail::node_available_bytes(fast, room));
+  const std::size_t mib = 1 << 20;
+  ASSERT_GT(room, 16 * mib);
+  const std::size_t fill = (room - 8 * mib) / ps * ps;
+  auto filler = std::make_unique<numaaff_test::scratch>(fill, MADV_NOHUGEPAGE);
+  numaaff::bind(filler->p, filler->bytes, fast);
+  std::memset(filler->p, 1, filler->bytes);
+  ASSERT_EQ(query_pages(filler->p, filler->bytes).on(fast), fill / ps);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // numaaff re-reads room after 10 ms
+  std::thread([&] {
+    numaaff::pin_this_thread(from);
+    std::vector<char, numaaff::tier_allocator<char>> v(16 * mib, 1);
+    const auto raw = query_pages(v.data(), v.size());
+    EXPECT_EQ(raw.on(fast) + raw.on(next), raw.total) << "every page on the two best tiers";
+    EXPECT_GE(raw.on(fast), 2 * mib / ps) << "the fast tier takes what room it has";
+    EXPECT_LE(raw.on(fast), 10 * mib / ps);
+    EXPECT_GE(raw.on(next), 6 * mib / ps) << "the rest spills to the next tier, not where the kernel's fallback goes";
+  }).join();
+  filler.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  std::thread([&] {
+    numaaff::pin_this_thread(from);
+    mapping m(1024);
+    numaaff::bind(m.p, m.bytes, t.cpu_nodes().back());
+    m.fill(16);
+    numaaff::promote(m.p, m.bytes);
+    EXPECT_EQ(query_pages(m.p, m.bytes).on(fast), 1024u);
+    numaaff::demote(m.p, m.bytes);
+    const std::vector<int> slow_first = numaaff::detail::demotion_order(t, from);
+    EXPECT_EQ(query_pages(m.p, m.bytes).on(slow_first.front()), 1024u);
+    EXPECT_FALSE(t.has_cpus(slow_first.front())) << "the slowest memory of the tiered guest is its CXL-like node 3\n" << t.to_string();
+    EXPECT_TRUE(m.intact(16));
+  }).join();
 }
 
 // A process close to vm.max_map_count: one mapping per page-run would fail (ENOMEM) long

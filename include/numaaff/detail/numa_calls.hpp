@@ -16,15 +16,28 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
+#include <string>
 
 #ifndef MPOL_PREFERRED_MANY
 #define MPOL_PREFERRED_MANY 5  // Linux 5.15
+#endif
+#ifndef MPOL_WEIGHTED_INTERLEAVE
+#define MPOL_WEIGHTED_INTERLEAVE 6  // Linux 6.9
 #endif
 
 namespace numaaff::detail {
 
 // The same number on every architecture: syscalls added after 5.1 share one table.
 inline constexpr long nr_set_mempolicy_home_node = 450;
+
+/// The system's weighted-interleave weight of node `n` (sysfs, set by the administrator): 0
+/// when the kernel has none (before 6.9).
+inline unsigned system_interleave_weight(int n) {
+  std::ifstream in("/sys/kernel/mm/mempolicy/weighted_interleave/node" + std::to_string(n));
+  unsigned w = 0;
+  return in >> w ? w : 0;
+}
 
 /**
  * True when the kernel will not make a NUMA call for this process at all: it has no NUMA
