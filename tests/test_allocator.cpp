@@ -337,37 +337,46 @@ TEST(InterleaveAllocator, WeightedSmallBlocksTakeTurnsInProportion) {
   EXPECT_TRUE(even.weights.empty());
   EXPECT_EQ(even.pick(), 1);
   EXPECT_EQ(even.pick(), 3);
+  // Weights whose sum passes 2^32 (each is an unsigned): no wrap to a zero-length round.
+  numaaff::detail::interleave_state huge;
+  huge.set_weights({{0, 3000000000u}, {1, 1294967296u}});
+  EXPECT_EQ(huge.round, 8388608u);  // (2^32) / gcd 512
+  EXPECT_EQ(huge.pick(), 0);
 }
 
 // The weighted allocator and resource on one node work (every block on it), keep `({0, 1})` a
 // node list, and name `weights` for a list weighted_interleave would refuse.
 TEST(InterleaveAllocator, WeightedFormsWorkAndRejectBadWeights) {
   const int node = numaaff_test::sysfs_nodes().front();
-  numaaff::interleave_allocator<double> a({{node, 3}});
+  numaaff::interleave_allocator<double> a(numaaff::by_weight, {{node, 3}});
   std::vector<double, numaaff::interleave_allocator<double>> big(1 << 18, 2.0, a);
   EXPECT_EQ(numaaff_test::query_pages(big.data(), big.size() * sizeof(double)).on(node), big.size() * sizeof(double) / 4096);
   EXPECT_EQ(a.weights().size(), 1u);
-  numaaff::interleave_resource r(std::vector<numaaff::node_weight>{{node, 2}});
+  numaaff::interleave_resource r(numaaff::by_weight, {{node, 2}});
   std::pmr::vector<int> v(&r);
   v.assign(1000, 5);
   EXPECT_EQ(v[999], 5);
   EXPECT_EQ(numaaff::interleave_allocator<int>({node}).weights().front().weight, 1u);
+  const numaaff::interleave_allocator<int> braces{{node}};  // still a node list
+  EXPECT_EQ(braces.nodes(), std::vector<int>{node});
   for (const std::vector<numaaff::node_weight>& bad :
        {std::vector<numaaff::node_weight>{}, {{node, 0}}, {{node, 1}, {node, 2}}, {{4096, 1}}}) {
-    const std::string m = numaaff_test::what_of<std::invalid_argument>([&] { numaaff::interleave_allocator<int> x(bad); });
+    const std::string m =
+        numaaff_test::what_of<std::invalid_argument>([&] { numaaff::interleave_allocator<int> x(numaaff::by_weight, bad); });
     EXPECT_NE(m.find("interleave_allocator: weights"), std::string::npos) << m;
-    EXPECT_THROW(numaaff::interleave_resource{bad}, std::invalid_argument);
+    EXPECT_THROW((numaaff::interleave_resource{numaaff::by_weight, bad}), std::invalid_argument);
   }
 }
 
-// promote and demote on one node: everything stays (and is counted as already there).
-TEST(TierAllocator, PromoteAndDemoteOnOneNode) {
+// promote and demote keep the data and fail no page (on one node everything stays).
+TEST(TierAllocator, PromoteAndDemoteKeepTheData) {
   std::vector<char> data(1 << 20, 1);
   const numaaff::move_result up = numaaff::promote(data.data(), data.size());
   EXPECT_EQ(up.failed, 0u);
   EXPECT_EQ(numaaff::demote(data.data(), data.size()).failed, 0u);
   EXPECT_EQ(data[12345], 1);
   EXPECT_THROW(numaaff::promote(nullptr, 10), std::invalid_argument);
+  EXPECT_EQ(numaaff::demote(data.data() + 1, 0).total, 0u) << "an empty range moves nothing";
 }
 
 }  // namespace

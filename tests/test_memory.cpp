@@ -83,6 +83,12 @@ TEST(Where, LargeRangesAreBatched) {
   const std::string table = numaaff::placement_table({{"big", p}, {"none", numaaff::placement{}}});
   EXPECT_NE(table.find("node00"), std::string::npos) << table;
   EXPECT_NE(table.find("100.0%"), std::string::npos) << table;
+  const bool tiers = std::any_of(numaaff::topology::system().nodes().begin(), numaaff::topology::system().nodes().end(), [](int n) {
+    return !numaaff::topology::system().has_cpus(n) || !numaaff::topology::system().kind_of(n).empty();
+  });
+  if (!tiers) {
+    EXPECT_EQ(table.find("\ntier "), std::string::npos) << "no tier line without tiers\n" << table;
+  }
 }
 
 TEST(Memory, BadRangesAndNodesAreCallerErrors) {

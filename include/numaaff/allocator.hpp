@@ -53,7 +53,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
-#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <memory_resource>
@@ -78,6 +77,12 @@ enum class huge_page_mode : unsigned char {
   never,      ///< no huge pages at all (MADV_NOHUGEPAGE)
   always,     ///< 2 MiB-aligned, MADV_HUGEPAGE: large per-node arrays, fewer TLB misses
 };
+
+/// Selects the weighted constructors of interleave_allocator and interleave_resource.
+struct by_weight_t {
+  explicit by_weight_t() = default;
+};
+inline constexpr by_weight_t by_weight{};
 
 /// Placement options of allocators and resources (see the file comment).
 struct alloc_options {
@@ -138,34 +143,35 @@ inline void* allocate_or_throw(std::size_t bytes, std::size_t align, node_id nod
 /// round-robin cursor.
 struct interleave_state {
   std::vector<node_id> nodes;
-  std::vector<unsigned> weights;  // parallel to nodes, reduced by their gcd; empty: all equal
-  unsigned round = 0;             // sum of weights
+  std::vector<std::uint64_t> weights;  // parallel to nodes, reduced by their gcd; empty: all equal
+  std::uint64_t round = 0;             // sum of weights (each < 2^32: no overflow)
   alloc_options options;
   std::atomic<std::size_t> next{0};
 
   void set_weights(const std::vector<node_weight>& list) {
-    unsigned g = 0;
-    for (const node_weight& w : list) g = std::gcd(g, w.weight);
+    std::uint64_t g = 0;
+    for (const node_weight& w : list) g = std::gcd(g, std::uint64_t{w.weight});
     for (const node_weight& w : list) {
       if (w.weight == 0) continue;
       nodes.push_back(w.node);
       weights.push_back(w.weight / g);
       round += w.weight / g;
     }
-    if (std::all_of(weights.begin(), weights.end(), [](unsigned w) { return w == 1; })) weights.clear();
+    if (std::all_of(weights.begin(), weights.end(), [](std::uint64_t w) { return w == 1; })) weights.clear();
   }
   /// The node of the next small block: node i for weights[i] turns of every round.
   node_id pick() noexcept {
     const std::size_t turn = next.fetch_add(1, std::memory_order_relaxed);
     if (weights.empty()) return nodes[turn % nodes.size()];
-    std::size_t at = turn % round;
+    std::uint64_t at = turn % round;
     std::size_t i = 0;
     while (at >= weights[i]) at -= weights[i++];
     return nodes[i];
   }
   std::vector<node_weight> weight_list() const {
     std::vector<node_weight> out;
-    for (std::size_t i = 0; i < nodes.size(); ++i) out.push_back({nodes[i], weights.empty() ? 1u : weights[i]});
+    for (std::size_t i = 0; i < nodes.size(); ++i)
+      out.push_back({nodes[i], weights.empty() ? 1u : static_cast<unsigned>(weights[i])});
     return out;
   }
 };
@@ -195,13 +201,14 @@ inline alloc_options interleaved_mapping(const alloc_options& o) noexcept {
 inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::size_t align) {
   if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), s.options);
   // A large block: map it on the first node, then interleave its pages over all of them.
+  const std::vector<node_weight> weights = s.weights.empty() ? std::vector<node_weight>{} : s.weight_list();
   void* p = allocate_or_throw(bytes, align, s.nodes.front(), interleaved_mapping(s.options));
   failed_call = sys::count_;
-  std::error_code ec;
-  if (s.weights.empty()) {
+  std::error_code ec;  // both calls are noexcept
+  if (weights.empty()) {
     interleave(p, bytes, s.nodes, policy_options{}, ec);
   } else {
-    weighted_interleave(p, bytes, s.weight_list(), policy_options{}, ec);
+    weighted_interleave(p, bytes, weights, policy_options{}, ec);
   }
   if (ec) {
     release_block(p, bytes, align, interleaved_mapping(s.options));
@@ -391,21 +398,18 @@ class interleave_allocator : public propagating_allocator {
   }
   /**
    * In proportion to `weights` (as weighted_interleave): a large block's pages, and small
-   * blocks in turn (node i takes weights[i] of every round). With
-   * `bandwidth_weights()`, a bandwidth-bound container draws on every tier at once.
+   * blocks in turn (node i takes weights[i] of every round):
+   * `interleave_allocator<double>(numaaff::by_weight, {{0, 3}, {2, 1}})`. With
+   * `bandwidth_weights()`, a bandwidth-bound container draws on every tier at once. (The tag
+   * keeps `interleave_allocator<T>({0, 1})` and `{{0, 1}}` node lists.)
    * @throws std::invalid_argument naming `weights` (as weighted_interleave).
    */
-  template <class Weights, std::enable_if_t<std::is_same_v<Weights, std::vector<node_weight>>, int> = 0>
-  explicit interleave_allocator(const Weights& weights, alloc_options options = {}) {
+  interleave_allocator(by_weight_t, const std::vector<node_weight>& weights, alloc_options options = {}) {
     detail::require_weights("interleave_allocator", weights);
     state_ = std::make_shared<detail::interleave_state>();
     state_->set_weights(weights);
     state_->options = options;
   }
-  /// `interleave_allocator<T>({{0, 3}, {2, 1}})`. (A template above, so that `({0, 1})` stays
-  /// a node list.)
-  explicit interleave_allocator(std::initializer_list<node_weight> weights, alloc_options options = {})
-      : interleave_allocator(std::vector<node_weight>(weights), options) {}
   template <class U>
   interleave_allocator(const interleave_allocator<U>& other) noexcept : state_(detail::interleave_access::state(other)) {}
 
@@ -468,28 +472,48 @@ class local_allocator {
 
 namespace detail {
 
+/// The room cache of one node (node_room).
+struct room_slot {
+  std::atomic<std::int64_t> read_at{-1};  // steady-clock ns of the last read; -1: never read
+  std::atomic<std::uint64_t> bytes{0};
+};
+inline room_slot& room_of(node_id n) noexcept {
+  static room_slot slots[max_nodes];  // constant-initialised: no guard, nothing at fork
+  return slots[n];
+}
+inline constexpr std::uint64_t room_unknown = std::numeric_limits<std::uint64_t>::max();
+
 /// What node `n` can still take (node_available_bytes: MemFree less the kernel's reserves),
-/// re-read at most every 10 ms so that a tier allocation costs no file read; unlimited when it
-/// cannot be read (no sysfs: the kernel's fallback decides).
+/// re-read at most every 10 ms so that a tier allocation costs no file read, less what tier
+/// allocations took since (node_room_take: MemFree drops only when pages are touched);
+/// room_unknown when it cannot be read (no sysfs: the kernel's fallback decides).
 inline std::uint64_t node_room(node_id n) {
-  struct slot {
-    std::atomic<std::int64_t> read_at{-1};  // -1: never read
-    std::atomic<std::uint64_t> bytes{0};
-  };
-  static slot slots[max_nodes];
-  constexpr std::int64_t fresh_ns = 10'000'000;
   if (n < 0 || n >= max_nodes) return 0;
-  slot& s = slots[n];
+  room_slot& s = room_of(n);
+  constexpr std::int64_t fresh_ns = 10'000'000;
   const std::int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                std::chrono::steady_clock::now().time_since_epoch()).count();
   const std::int64_t read_at = s.read_at.load(std::memory_order_acquire);
   if (read_at >= 0 && now - read_at < fresh_ns) return s.bytes.load(std::memory_order_relaxed);
   std::size_t available = 0;
-  const std::uint64_t room = node_available_bytes(n, available) ? available : std::numeric_limits<std::uint64_t>::max();
+  const std::uint64_t room = node_available_bytes(n, available) ? available : room_unknown;
   s.bytes.store(room, std::memory_order_relaxed);
   s.read_at.store(now, std::memory_order_release);
   return room;
 }
+
+/// Takes `bytes` from node `n`'s cached room (to 0 at least), so that the tier allocations of
+/// the next 10 ms plan with what this one will use.
+inline void node_room_take(node_id n, std::uint64_t bytes) noexcept {
+  if (n < 0 || n >= max_nodes) return;
+  std::atomic<std::uint64_t>& room = room_of(n).bytes;
+  std::uint64_t v = room.load(std::memory_order_relaxed);
+  while (v != room_unknown && !room.compare_exchange_weak(v, v > bytes ? v - bytes : 0, std::memory_order_relaxed)) {
+  }
+}
+
+/// a + b, at most room_unknown.
+constexpr std::uint64_t room_plus(std::uint64_t a, std::uint64_t b) noexcept { return a > room_unknown - b ? room_unknown : a + b; }
 
 /**
  * Nodes in the order tier `tier` fills them for a thread on `from`: by the memory attributes
@@ -516,21 +540,21 @@ inline node_id tier_origin(const topology& t) {
 }
 
 /// tier_order for the calling thread on this system: from its homenode (or the node it runs
-/// on). The bandwidth and latency orders are fixed and computed once per node.
+/// on). The bandwidth and latency orders are fixed: the last one is kept per thread.
 inline std::vector<node_id> tier_order_here(memory_attribute tier) {
   const topology& t = topology::system();
   const node_id from = tier_origin(t);
   if (tier == memory_attribute::capacity) return tier_order(t, tier, from);
-  static const auto fixed = [&] {
-    std::vector<std::vector<node_id>> by[2];
-    for (node_id n : t.nodes()) {
-      by[0].push_back(tier_order(t, memory_attribute::bandwidth, n));
-      by[1].push_back(tier_order(t, memory_attribute::latency, n));
-    }
-    return std::vector<std::vector<std::vector<node_id>>>{by[0], by[1]};
-  }();
-  const auto pos = static_cast<std::size_t>(std::lower_bound(t.nodes().begin(), t.nodes().end(), from) - t.nodes().begin());
-  return fixed[tier == memory_attribute::bandwidth ? 0 : 1][pos];
+  // Per thread (no guard a fork could leave held): the last order asked for.
+  thread_local memory_attribute cached_tier = memory_attribute::capacity;
+  thread_local node_id cached_from = -1;
+  thread_local std::vector<node_id> cached;
+  if (cached_from != from || cached_tier != tier) {
+    cached = tier_order(t, tier, from);
+    cached_from = from;
+    cached_tier = tier;
+  }
+  return cached;
 }
 
 /// A piece of a tier block: `bytes` on `node`.
@@ -580,24 +604,30 @@ inline void* tier_allocate(memory_attribute tier, std::size_t bytes, std::size_t
   const alloc_options o = tier_options(bytes, align);
   if (is_small(bytes, align)) {
     const auto roomy = std::find_if(order.begin(), order.end(), [](node_id n) { return node_room(n) >= 2 * slab_size; });
-    return allocate_or_throw(bytes, align, roomy != order.end() ? *roomy : order.front(), o);
+    const node_id n = roomy != order.end() ? *roomy : order.front();
+    void* p = allocate_or_throw(bytes, align, n, o);
+    node_room_take(n, class_bytes(size_class(bytes, align)));
+    return p;
   }
   const std::size_t ps = page_size(), len = align_up(bytes, ps);
   const std::vector<tier_segment> plan = tier_plan(order, len, len >= huge_page_size() ? huge_page_size() : ps, node_room);
+  std::vector<std::vector<unsigned long>> masks(plan.size());  // before the mapping: nothing to leak
+  std::string why;
+  for (std::size_t i = 1; i < plan.size(); ++i) make_mask({plan[i].node}, masks[i], why);
   void* p = allocate_or_throw(bytes, align, plan.front().node, o);
   std::size_t at = plan.front().bytes;
   failed_call = sys::count_;
-  std::error_code ec;
+  std::error_code ec;  // apply_policy is noexcept
   for (std::size_t i = 1; i < plan.size() && !ec; at += plan[i++].bytes) {
-    std::vector<unsigned long> mask;
-    std::string why;
-    make_mask({plan[i].node}, mask, why);
-    apply_policy(page_span{reinterpret_cast<std::uintptr_t>(p) + at, plan[i].bytes / ps}, MPOL_PREFERRED, mask, {}, ec);
+    if (masks[i].empty()) continue;  // not a kernel node (a synthetic topology): the first node's policy
+    apply_policy(page_span{reinterpret_cast<std::uintptr_t>(p) + at, plan[i].bytes / ps}, MPOL_PREFERRED, masks[i], {}, ec);
   }
   if (ec) {
     release_block(p, bytes, align, o);
+    if (ec == std::errc::not_enough_memory) throw_bad_alloc();  // out of mappings
     throw_failure(ec, "mbind");
   }
+  for (const tier_segment& s : plan) node_room_take(s.node, s.bytes);
   return p;
 }
 
@@ -688,14 +718,11 @@ class interleave_resource final : public std::pmr::memory_resource {
     state_.options = options;
   }
   /// In proportion to `weights` (as interleave_allocator). @throws std::invalid_argument naming `weights`.
-  template <class Weights, std::enable_if_t<std::is_same_v<Weights, std::vector<node_weight>>, int> = 0>
-  explicit interleave_resource(const Weights& weights, alloc_options options = {}) {
+  interleave_resource(by_weight_t, const std::vector<node_weight>& weights, alloc_options options = {}) {
     detail::require_weights("interleave_resource", weights);
     state_.set_weights(weights);
     state_.options = options;
   }
-  explicit interleave_resource(std::initializer_list<node_weight> weights, alloc_options options = {})
-      : interleave_resource(std::vector<node_weight>(weights), options) {}
   const std::vector<node_id>& nodes() const noexcept { return state_.nodes; }
   std::vector<node_weight> weights() const { return state_.weight_list(); }
 
@@ -769,12 +796,13 @@ inline std::vector<node_id> demotion_order(const topology& t, node_id from) {
 /// Moves a range over `order` as tier_plan spills it, counting the range's own pages as room.
 inline move_result move_in_order(const char* fn, void* addr, std::size_t bytes, const std::vector<node_id>& order) {
   require_range(fn, addr, bytes);
+  if (bytes == 0) return {};
   const std::size_t ps = page_size();
   const std::uintptr_t first = reinterpret_cast<std::uintptr_t>(addr) / ps * ps;
   const std::size_t len = detail::align_up(reinterpret_cast<std::uintptr_t>(addr) + bytes, ps) - first;
   const placement here = where(reinterpret_cast<void*>(first), len);
   const std::vector<tier_segment> plan =
-      tier_plan(order, len, ps, [&](node_id n) { return node_room(n) + std::uint64_t{here.pages_on(n)} * ps; });
+      tier_plan(order, len, ps, [&](node_id n) { return room_plus(node_room(n), std::uint64_t{here.pages_on(n)} * ps); });
   return place_blocks(reinterpret_cast<void*>(first), len, ps, [&](std::size_t block) {
     std::size_t at = block * ps, i = 0;
     while (i + 1 < plan.size() && at >= plan[i].bytes) at -= plan[i++].bytes;

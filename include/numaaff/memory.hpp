@@ -139,7 +139,9 @@ struct node_weight {
  *
  * How: equal weights are one MPOL_INTERLEAVE. Weights in the proportion of the system's
  * weighted-interleave weights (Linux 6.9+, system_interleave_weights()) are one
- * MPOL_WEIGHTED_INTERLEAVE: the kernel's own policy, which gives exactly what was asked.
+ * MPOL_WEIGHTED_INTERLEAVE: the kernel's own policy, which gives exactly what was asked (one
+ * mapping, page by page). The kernel reads the system weights at each page fault, so pages
+ * placed after an administrator changes them follow the new ones.
  * Otherwise the range is cut into tiles, and in
  * each tile every node gets a run of pages in proportion to its weight, which prefers that
  * node (MPOL_PREFERRED: a full node spills to its neighbours, as MPOL_INTERLEAVE's pages do;
@@ -148,7 +150,7 @@ struct node_weight {
  * whose mappings (one per run) fit in half of the mappings vm.max_map_count has left. numaaff
  * never writes the system's weights: they are the administrator's, shared by every process.
  * `options.move_existing` moves pages already there. Weights from the memory attributes:
- * `weighted_interleave(p, n, topology::system().bandwidth_weights())`.
+ * `weighted_interleave(p, n, bandwidth_weights())`.
  *
  * Thread-safe (acts on the address space); allocates the run plan; one mbind per run.
  * @throws std::invalid_argument naming `weights` for an empty list, a node the kernel does
@@ -346,6 +348,9 @@ node_id data_node(const void* addr, std::size_t bytes, std::error_code& ec) noex
 /**
  * A table in the style of the classic numa_test output: one line per named range, a column
  * `nodeNN` per node with the share of resident pages there, then unpopulated and total pages.
+ * On a machine with memory tiers (memory-only nodes, or nodes hwloc gives a kind), a `tier`
+ * line under the header names each column's: the kind (HBM, NVM, CXL-DRAM...) or "memory" /
+ * "cpu". @throws as topology::system() (a malformed environment variable).
  */
 std::string placement_table(const std::vector<std::pair<std::string, placement>>& rows);
 
@@ -786,7 +791,8 @@ inline std::vector<node_weight> bandwidth_weights(const topology& topo) {
   std::vector<node_weight> out;
   for (std::size_t j = 0; j < best.size(); ++j) {
     std::uint64_t w = most == 0 ? 1 : best[j] / g;
-    if (most / g > 100 && w != 0) w = std::max<std::uint64_t>(1, (best[j] * 100 + most / 2) / most);
+    if (most / g > 100 && w != 0)
+      w = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(100.0 * static_cast<double>(best[j]) / static_cast<double>(most) + 0.5));
     out.push_back({topo.nodes()[j], static_cast<unsigned>(w)});
   }
   return out;
@@ -1317,6 +1323,22 @@ inline std::string placement_table(const std::vector<std::pair<std::string, plac
     s += cell;
   }
   s += "  unpopulated      total\n";
+  // The tier of each column where the machine has tiers: hwloc's kind, else "memory" for a
+  // memory-only node and "cpu" for the others.
+  const topology& topo = topology::system();
+  const auto kind = [&](node_id n) -> std::string {
+    if (!topo.is_this_system() || !topo.has_node(n)) return "";
+    if (!topo.kind_of(n).empty()) return topo.kind_of(n).substr(0, 6);
+    return topo.has_cpus(n) ? "cpu" : "memory";
+  };
+  if (std::any_of(columns.begin(), columns.end(), [&](node_id n) { return kind(n) != "" && kind(n) != "cpu"; })) {
+    s += "tier" + std::string(width - 4, ' ');
+    for (node_id n : columns) {
+      std::snprintf(cell, sizeof cell, "  %6s", kind(n).c_str());
+      s += cell;
+    }
+    s += "\n";
+  }
   for (const auto& row : rows) {
     s += row.first + std::string(width - row.first.size(), ' ');
     for (node_id n : columns) {

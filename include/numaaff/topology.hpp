@@ -357,30 +357,6 @@ inline std::vector<int> bitmap_to_vector(hwloc_const_bitmap_t set) {
   return out;
 }
 
-#if HWLOC_API_VERSION >= 0x00020300
-/**
- * hwloc's value of memory attribute `id` for `target` seen from the CPUs of `from`, 0 when it
- * has none. hwloc matches initiators exactly, while Linux lists, per target, its best
- * initiators as one set (two CPU nodes with equal bandwidth to a CXL node are one initiator of
- * both nodes' CPUs): a value whose initiator includes `from` applies to `from` too.
- */
-inline std::uint64_t memattr_value(hwloc_topology_t t, hwloc_memattr_id_t id, hwloc_obj_t target, const hwloc_location& from) {
-  hwloc_uint64_t v = 0;
-  hwloc_location at = from;  // hwloc 2.9 takes it non-const
-  if (hwloc_memattr_get_value(t, id, target, &at, 0, &v) == 0) return v;
-  unsigned nr = 0;
-  if (hwloc_memattr_get_initiators(t, id, target, 0, &nr, nullptr, nullptr) != 0 || nr == 0) return 0;
-  std::vector<hwloc_location> initiators(nr);
-  std::vector<hwloc_uint64_t> values(nr);
-  if (hwloc_memattr_get_initiators(t, id, target, 0, &nr, initiators.data(), values.data()) != 0) return 0;
-  for (unsigned k = 0; k < nr && k < initiators.size(); ++k)
-    if (initiators[k].type == HWLOC_LOCATION_TYPE_CPUSET &&
-        hwloc_bitmap_isincluded(from.location.cpuset, initiators[k].location.cpuset))
-      return values[k];
-  return 0;
-}
-#endif
-
 inline std::string_view distance_source_name(distance_source s) noexcept {
   switch (s) {
     case distance_source::firmware: return "firmware (ACPI SLIT via hwloc)";
@@ -740,8 +716,9 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     from.type = HWLOC_LOCATION_TYPE_CPUSET;
     from.location.cpuset = kept[i]->cpuset;
     for (std::size_t j = 0; j < kept.size(); ++j) {
-      topo.bandwidth_[i * n + j] = detail::memattr_value(t, HWLOC_MEMATTR_ID_BANDWIDTH, kept[j], from);
-      topo.latency_[i * n + j] = detail::memattr_value(t, HWLOC_MEMATTR_ID_LATENCY, kept[j], from);
+      hwloc_uint64_t v = 0;
+      if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_BANDWIDTH, kept[j], &from, 0, &v) == 0) topo.bandwidth_[i * n + j] = v;
+      if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_LATENCY, kept[j], &from, 0, &v) == 0) topo.latency_[i * n + j] = v;
     }
   }
 #endif

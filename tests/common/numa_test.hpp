@@ -8,7 +8,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +27,15 @@ inline int vm_required_nodes() {
 inline int vm_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v != nullptr ? std::atoi(v) : fallback;
+}
+
+/// Drops the clean page cache (root only; a no-op elsewhere). A test that fills a node to leave
+/// it a known room calls this first: the kernel reclaims cached file pages (such as the test
+/// binaries, read through the rig's shared folder) to satisfy a node-bound allocation, so
+/// MemFree understates what the node can still take by however much of them it holds.
+inline void drop_page_cache() {
+  ::sync();
+  std::ofstream("/proc/sys/vm/drop_caches") << "3" << std::flush;
 }
 
 }  // namespace numaaff_test
@@ -43,14 +55,14 @@ inline int vm_int(const char* name, int fallback) {
     }                                                                                               \
   } while (0)
 
-/// Skips unless the kernel shows a memory-only node with memory attributes: on the host, or in a
-/// rig topology without one by design (NUMAAFF_TEST_MEMORY_ONLY_NODES=0); fails in a guest that
-/// was promised one.
+/// Runs only in the rig's tiered guest (memory-only nodes with HMAT values, whose layout the test
+/// knows); skips elsewhere (the host, or a rig topology without them by design); fails in a
+/// guest that was promised them and does not show them.
 #define NUMAAFF_REQUIRE_MEMORY_TIERS()                                                              \
   do {                                                                                              \
     const int mem_only_ = static_cast<int>(::numaaff_test::sysfs_memory_only_nodes().size());      \
     const int promised_ = ::numaaff_test::vm_int("NUMAAFF_TEST_MEMORY_ONLY_NODES", -1);           \
-    if (mem_only_ == 0 || !numaaff::topology::system().has_memory_attributes()) {                   \
+    if (promised_ <= 0 || mem_only_ == 0 || !numaaff::topology::system().has_memory_attributes()) { \
       if (promised_ > 0) FAIL() << "the rig promised " << promised_ << " memory-only nodes with HMAT"; \
       GTEST_SKIP() << "needs a memory-only node with HMAT values; "                                \
                    << (promised_ == 0 ? "this topology has none by design" : "run tests/vm/run-numa-suite --topology tiered"); \

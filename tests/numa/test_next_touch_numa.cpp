@@ -151,12 +151,17 @@ TEST(NextTouchNuma, AFullTargetNodeLeavesDataIntactAndCountsFailures) {
   fill_on(r, nodes.front());
   const std::uint64_t before = r.checksum(0, r.bytes);
   // Occupy the target node until less than the range fits there.
+  numaaff_test::drop_page_cache();
   std::size_t free_bytes = 0;
   ASSERT_TRUE(numaaff::detail::node_available_bytes(full, free_bytes));
   ASSERT_GT(free_bytes, std::size_t{40} << 20);
   const std::size_t hog_bytes = free_bytes - (std::size_t{8} << 20);
   const numaaff::alloc_options strict_now{true, true};
   void* hog = numaaff::allocate_on_node(hog_bytes, full, strict_now);
+  // Not zeros: 6.12 splits huge pages that are mostly zero under memory pressure and frees
+  // their zero pages (thp underused shrinker), which gave the moves room they should not have.
+  std::memset(hog, 0x5a, hog_bytes);
+  ASSERT_EQ(query_pages(hog, hog_bytes).on(full), (hog_bytes + ps - 1) / ps) << "the hog occupies the node";
   numaaff::affinity_on_next_touch(r.p, r.bytes);
   numaaff::reset_next_touch_stats();
   std::uint64_t seen = 0;
