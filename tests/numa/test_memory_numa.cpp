@@ -248,6 +248,8 @@ TEST(MemoryNuma, TiersSpillInAttributeOrderAndPromoteDemote) {
     numaaff::pin_this_thread(from);
     std::vector<char, numaaff::tier_allocator<char>> v(16 * mib, 1);
     const auto raw = query_pages(v.data(), v.size());
+    std::printf("tier spill: room %zu pages on node %d; 16 MiB block: %zu pages there, %zu on node %d\n", (room - fill) / ps, fast,
+                raw.on(fast), raw.on(next), next);
     EXPECT_EQ(raw.on(fast) + raw.on(next), raw.total) << "every page on the two best tiers";
     EXPECT_GE(raw.on(fast), 2 * mib / ps) << "the fast tier takes what room it has";
     EXPECT_LE(raw.on(fast), 10 * mib / ps);
