@@ -52,6 +52,17 @@ bool valid(int node) noexcept {
   return guarded([&] { ok = numaaff::detail::valid_node(node); }) == 0 && ok;
 }
 
+/// promote or demote, with the move_result copied out.
+template <class Move>
+int move_tier(Move&& move, numaaff_move_result* result) noexcept {
+  if (result != nullptr) *result = numaaff_move_result{};
+  numaaff::move_result r;
+  const int e = guarded([&] { r = move(); });
+  if (result != nullptr)
+    *result = numaaff_move_result{r.total, r.moved, r.already_there, r.unpopulated, r.failed, r.carried, r.first_error};
+  return e;
+}
+
 int copy_out(const std::vector<int>& values, int* out, std::size_t capacity, std::size_t* count) noexcept {
   if (count == nullptr || (out == nullptr && capacity != 0)) return EINVAL;
   *count = values.size();
@@ -202,6 +213,25 @@ int numaaff_weighted_interleave(void* addr, size_t bytes, const int* nodes, cons
   std::error_code ec;
   numaaff::weighted_interleave(addr, bytes, w, {}, ec);
   return from_code(ec);
+}
+
+int numaaff_bandwidth_weights(int* nodes, unsigned* weights, size_t capacity, size_t* count) noexcept {
+  if (count == nullptr || ((nodes == nullptr || weights == nullptr) && capacity != 0)) return EINVAL;
+  std::vector<numaaff::node_weight> w;
+  if (const int e = guarded([&] { w = numaaff::bandwidth_weights(); }); e != 0) return e;
+  *count = w.size();
+  for (size_t i = 0; i < w.size() && i < capacity; ++i) {
+    nodes[i] = w[i].node;
+    weights[i] = w[i].weight;
+  }
+  return 0;
+}
+
+int numaaff_promote(void* addr, size_t bytes, numaaff_move_result* result) noexcept {
+  return move_tier([&] { return numaaff::promote(addr, bytes); }, result);
+}
+int numaaff_demote(void* addr, size_t bytes, numaaff_move_result* result) noexcept {
+  return move_tier([&] { return numaaff::demote(addr, bytes); }, result);
 }
 
 int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages) noexcept {

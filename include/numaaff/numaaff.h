@@ -113,6 +113,16 @@ NUMAAFF_C_API int numaaff_place_blocks(void* addr, size_t bytes, size_t block_by
  *  numaaff::weighted_interleave. */
 NUMAAFF_C_API int numaaff_weighted_interleave(void* addr, size_t bytes, const int* nodes, const unsigned* weights,
                                               size_t count) NUMAAFF_C_NOEXCEPT;
+/** Weights in proportion to each node's memory bandwidth (the firmware's HMAT; 1 each
+ *  without one), for numaaff_weighted_interleave: `*count` nodes, the first `capacity` of them
+ *  written to `nodes` and `weights`. See numaaff::bandwidth_weights. */
+NUMAAFF_C_API int numaaff_bandwidth_weights(int* nodes, unsigned* weights, size_t capacity, size_t* count) NUMAAFF_C_NOEXCEPT;
+/** Moves the range's pages to the fastest memory for the calling thread, spilling to the next
+ *  tiers when it is full; `result` may be NULL. See numaaff::promote. */
+NUMAAFF_C_API int numaaff_promote(void* addr, size_t bytes, numaaff_move_result* result) NUMAAFF_C_NOEXCEPT;
+/** Moves the range's pages to the slowest memory, spilling towards faster memory when it is
+ *  full; `result` may be NULL. See numaaff::demote. */
+NUMAAFF_C_API int numaaff_demote(void* addr, size_t bytes, numaaff_move_result* result) NUMAAFF_C_NOEXCEPT;
 /** Pages of the range now on `node`, in `*pages` (a raw page-status query). */
 NUMAAFF_C_API int numaaff_pages_on(const void* addr, size_t bytes, int node, size_t* pages) NUMAAFF_C_NOEXCEPT;
 /** Pages of the range never touched, in `*pages`. */

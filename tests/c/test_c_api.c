@@ -58,6 +58,9 @@ static int homenode_is_an_error(void) {
 }
 
 int main(void) {
+  /* First: NUMAAFF_HOMENODE is read once per process, at the first use of a homenode (a
+   * forked child of a process that has read it keeps what the parent read). */
+  CHECK(with_homenode("banana", homenode_is_an_error) == 0);
   const long ps = sysconf(_SC_PAGESIZE);
   int first = -1;
   size_t count = 0;
@@ -120,6 +123,21 @@ int main(void) {
     CHECK(numaaff_place_blocks(m, bytes, 0, owners, 32, NULL) == EINVAL);
   }
   CHECK(numaaff_move_to(NULL, 10, first, NULL) == EINVAL);
+  {
+    /* Tiers and weights: on one node everything stays; bad arguments are EINVAL. */
+    int cpu = -1, wn[8];
+    unsigned ww[8];
+    size_t n = 0, wc = 0;
+    CHECK(numaaff_cpu_nodes(&cpu, 1, &n) == 0 && n >= 1 && cpu >= 0);
+    CHECK(numaaff_bandwidth_weights(wn, ww, 8, &wc) == 0 && wc == count && (count > 1 || ww[0] == 1));
+    CHECK(numaaff_bandwidth_weights(NULL, NULL, 1, &wc) == EINVAL);
+    CHECK(numaaff_weighted_interleave(m, bytes, wn, ww, wc < 8 ? wc : 8) == 0);
+    CHECK(numaaff_weighted_interleave(m, bytes, wn, ww, 0) == EINVAL);
+    CHECK(numaaff_promote(m, bytes, &r) == 0 && r.total == bytes / (size_t)ps && r.failed == 0);
+    CHECK(numaaff_demote(m, bytes, NULL) == 0);
+    CHECK(sandboxed() || count > 1 || (numaaff_pages_on(m, bytes, first, &on) == 0 && on == bytes / (size_t)ps));
+    CHECK(numaaff_promote(NULL, 10, &r) == EINVAL && r.total == 0);
+  }
 
   /* next touch: armed, touched, every byte kept, counted */
   numaaff_reset_next_touch_stats();
@@ -143,7 +161,6 @@ int main(void) {
   CHECK(numaaff_set_homenode(4000) == EINVAL);
   CHECK(numaaff_team_node(0, 4) == first);
   CHECK(numaaff_team_node(4, 4) == -1);
-  CHECK(with_homenode("banana", homenode_is_an_error) == 0);
 
   /* the report */
   char text[64];
