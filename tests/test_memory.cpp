@@ -276,6 +276,11 @@ TEST(WeightedInterleave, CallerMistakesNameTheWeights) {
   EXPECT_NE(message({{999, 1}}).find("weights: node 999 does not exist"), std::string::npos) << message({{999, 1}});
   EXPECT_NE(message({{home(), 1}, {home(), 2}}).find("is listed twice"), std::string::npos);
   EXPECT_NE(message({{home(), 0}}).find("every weight is 0"), std::string::npos);
+  // A node without memory (CPUs only) cannot take a share; with weight 0 it is left out.
+  const std::string no_memory = numaaff::detail::weights_error({{home(), 2}}, std::vector<int>{});
+  EXPECT_NE(no_memory.find("weights: node " + std::to_string(home()) + " has no memory"), std::string::npos) << no_memory;
+  EXPECT_NE(numaaff::detail::weights_error({{home(), 0}}, std::vector<int>{}).find("every weight is 0"), std::string::npos);
+  EXPECT_EQ(numaaff::detail::weights_error({{home(), 2}}), "") << "this kernel's node has memory";
   EXPECT_THROW(numaaff::weighted_interleave(nullptr, 1, {{home(), 1}}), std::invalid_argument);
   std::error_code ec;
   numaaff::weighted_interleave(m.p, m.bytes, {}, {}, ec);

@@ -154,7 +154,8 @@ struct node_weight {
  *
  * Thread-safe (acts on the address space); allocates the run plan; one mbind per run.
  * @throws std::invalid_argument naming `weights` for an empty list, a node the kernel does
- *         not have, a node listed twice or weights that are all 0; for a null/wrapping range.
+ *         not have, a node without memory given a weight, a node listed twice or weights that
+ *         are all 0; for a null/wrapping range.
  * @throws std::system_error named "mbind" if a call fails (ENOMEM: out of mappings).
  * @note One node: the pages stay on it. A refused call (sandbox) is a counted no-op.
  */
@@ -294,7 +295,8 @@ class placement {
   double fraction_on(node_id n) const noexcept {
     return resident() == 0 ? 0.0 : static_cast<double>(pages_on(n)) / static_cast<double>(resident());
   }
-  /// "pages 512: node0 256, node1 256, unpopulated 0".
+  /// "pages 512: node0 256, node1 256, unpopulated 0"; on a machine with memory tiers each
+  /// node carries its tier (detail as placement_table): "node2 (memory) 256".
   std::string to_string() const;
 
  private:
@@ -667,12 +669,14 @@ inline void set_home_node(void* addr, std::size_t bytes, node_id home, policy_op
 
 namespace detail {
 
-/// What is wrong with a weight list ("" when nothing).
-inline std::string weights_error(const std::vector<node_weight>& weights) {
+/// What is wrong with a weight list ("" when nothing); `with_memory`: the nodes that have memory.
+inline std::string weights_error(const std::vector<node_weight>& weights, const std::vector<node_id>& with_memory = memory_nodes()) {
   if (weights.empty()) return "weights: the list is empty";
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < weights.size(); ++i) {
     if (!valid_node(weights[i].node)) return "weights: " + node_error(weights[i].node);
+    if (weights[i].weight != 0 && std::find(with_memory.begin(), with_memory.end(), weights[i].node) == with_memory.end())
+      return "weights: node " + std::to_string(weights[i].node) + " has no memory (nodes with memory: " + format_list(with_memory) + ")";
     for (std::size_t j = 0; j < i; ++j)
       if (weights[j].node == weights[i].node) return "weights: node " + std::to_string(weights[i].node) + " is listed twice";
     total += weights[i].weight;
@@ -1174,9 +1178,35 @@ inline node_id placement::dominant_node() const noexcept {
   return best;
 }
 
+namespace detail {
+
+/// The tier of kernel node `n` for reports: hwloc's kind (HBM, CXL-DRAM...), else "memory"
+/// for a memory-only node and "cpu" for the others; "" where the system topology does not
+/// describe the kernel's nodes (synthetic, XML).
+inline std::string tier_label(node_id n) {
+  const topology& topo = topology::system();
+  if (!topo.is_this_system() || !topo.has_node(n)) return "";
+  if (!topo.kind_of(n).empty()) return topo.kind_of(n);
+  return topo.has_cpus(n) ? "cpu" : "memory";
+}
+/// True when some of `nodes` is not a plain CPU node: reports then label every node's tier.
+inline bool shows_tiers(const std::vector<node_id>& nodes) {
+  return std::any_of(nodes.begin(), nodes.end(), [](node_id n) {
+    const std::string t = tier_label(n);
+    return !t.empty() && t != "cpu";
+  });
+}
+
+}  // namespace detail
+
 inline std::string placement::to_string() const {
   std::string s = "pages " + std::to_string(total_) + ":";
-  for (node_id n : nodes()) s += " node" + std::to_string(n) + " " + std::to_string(pages_on(n)) + ",";
+  const std::vector<node_id> held = nodes();
+  const bool tiers = detail::shows_tiers(held);
+  for (node_id n : held) {
+    s += " node" + std::to_string(n) + (tiers ? " (" + detail::tier_label(n) + ")" : std::string()) + " " +
+         std::to_string(pages_on(n)) + ",";
+  }
   s += " unpopulated " + std::to_string(unpopulated_);
   if (unknown_ != 0) s += ", unknown " + std::to_string(unknown_);
   return s;
@@ -1323,18 +1353,10 @@ inline std::string placement_table(const std::vector<std::pair<std::string, plac
     s += cell;
   }
   s += "  unpopulated      total\n";
-  // The tier of each column where the machine has tiers: hwloc's kind, else "memory" for a
-  // memory-only node and "cpu" for the others.
-  const topology& topo = topology::system();
-  const auto kind = [&](node_id n) -> std::string {
-    if (!topo.is_this_system() || !topo.has_node(n)) return "";
-    if (!topo.kind_of(n).empty()) return topo.kind_of(n).substr(0, 6);
-    return topo.has_cpus(n) ? "cpu" : "memory";
-  };
-  if (std::any_of(columns.begin(), columns.end(), [&](node_id n) { return kind(n) != "" && kind(n) != "cpu"; })) {
+  if (detail::shows_tiers(columns)) {  // each column's tier, cut to the column's width
     s += "tier" + std::string(width - 4, ' ');
     for (node_id n : columns) {
-      std::snprintf(cell, sizeof cell, "  %6s", kind(n).c_str());
+      std::snprintf(cell, sizeof cell, "  %6s", detail::tier_label(n).substr(0, 6).c_str());
       s += cell;
     }
     s += "\n";

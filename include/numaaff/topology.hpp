@@ -83,9 +83,23 @@ inline const std::vector<node_id>& kernel_nodes() {
 }
 /// Read during static initialisation, before any thread can fork: a child forked while another
 /// thread runs a C++ static's first initialisation waits on its guard forever.
+/// The kernel's nodes that have memory (sysfs has_memory; a node with CPUs only has none);
+/// every node when the kernel does not say.
+inline const std::vector<node_id>& memory_nodes() {
+  static const std::vector<node_id> nodes = [] {
+    std::ifstream in("/sys/devices/system/node/has_memory");
+    std::string text;
+    std::getline(in, text);
+    std::vector<node_id> out;
+    if (!parse_list(text, out) || out.empty()) out = kernel_nodes();
+    return out;
+  }();
+  return nodes;
+}
 inline const bool kernel_nodes_ready = [] {
   try {
     (void)kernel_nodes();
+    (void)memory_nodes();
   } catch (...) {  // out of memory at start-up: read on first use instead
   }
   return true;

@@ -257,6 +257,8 @@ TEST(MemoryNuma, TiersSpillInAttributeOrderAndPromoteDemote) {
     const std::string table = numaaff::placement_table({{"v", numaaff::where(v.data(), v.size())}});
     EXPECT_NE(table.find("\ntier "), std::string::npos) << table;
     EXPECT_NE(table.find("memory"), std::string::npos) << "memory-only columns are marked\n" << table;
+    const std::string summary = numaaff::where(v.data(), v.size()).to_string();
+    EXPECT_NE(summary.find("node" + std::to_string(fast) + " (memory) "), std::string::npos) << summary;
   }).join();
   filler.reset();
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
