@@ -170,25 +170,35 @@ TEST(Topology, ParseAcceptsEveryDocumentedFormAndRejectsGarbage) {
   EXPECT_THROW((void)topology::from_xml("<not xml"), std::invalid_argument);
 }
 
-// An XML topology with a distance matrix stands for a machine whose firmware reports one.
-TEST(Topology, XmlDistancesAreReadAsFirmwareDistances) {
+// hwloc XML of a synthetic machine after `edit` changed it (as lstopo would write one of a
+// machine whose firmware says more); "" if hwloc fails.
+template <class Edit>
+std::string xml_of(const char* synthetic, Edit&& edit) {
   hwloc_topology_t h = nullptr;
-  ASSERT_EQ(hwloc_topology_init(&h), 0);
-  ASSERT_EQ(hwloc_topology_set_synthetic(h, "pack:2 numa:1 core:2 pu:1"), 0);
-  ASSERT_EQ(hwloc_topology_load(h), 0);
-  hwloc_obj_t objs[2] = {hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, 0), hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, 1)};
-  hwloc_uint64_t values[4] = {10, 21, 21, 10};
-  hwloc_distances_add_handle_t handle =
-      hwloc_distances_add_create(h, "NUMALatency", HWLOC_DISTANCES_KIND_FROM_OS | HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0);
-  ASSERT_NE(handle, nullptr);
-  ASSERT_EQ(hwloc_distances_add_values(h, handle, 2, objs, values, 0), 0);
-  ASSERT_EQ(hwloc_distances_add_commit(h, handle, 0), 0);
+  if (hwloc_topology_init(&h) != 0) return "";
+  std::string text;
   char* xml = nullptr;
   int len = 0;
-  ASSERT_EQ(hwloc_topology_export_xmlbuffer(h, &xml, &len, 0), 0);
-  const std::string text(xml);
-  hwloc_free_xmlbuffer(h, xml);
+  if (hwloc_topology_set_synthetic(h, synthetic) == 0 && hwloc_topology_load(h) == 0 && edit(h) &&
+      hwloc_topology_export_xmlbuffer(h, &xml, &len, 0) == 0) {
+    text = xml;
+    hwloc_free_xmlbuffer(h, xml);
+  }
   hwloc_topology_destroy(h);
+  return text;
+}
+
+// An XML topology with a distance matrix stands for a machine whose firmware reports one.
+TEST(Topology, XmlDistancesAreReadAsFirmwareDistances) {
+  const std::string text = xml_of("pack:2 numa:1 core:2 pu:1", [](hwloc_topology_t h) {
+    hwloc_obj_t objs[2] = {hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, 0), hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, 1)};
+    hwloc_uint64_t values[4] = {10, 21, 21, 10};
+    hwloc_distances_add_handle_t handle =
+        hwloc_distances_add_create(h, "NUMALatency", HWLOC_DISTANCES_KIND_FROM_OS | HWLOC_DISTANCES_KIND_MEANS_LATENCY, 0);
+    return handle != nullptr && hwloc_distances_add_values(h, handle, 2, objs, values, 0) == 0 &&
+           hwloc_distances_add_commit(h, handle, 0) == 0;
+  });
+  ASSERT_FALSE(text.empty());
 
   const topology t = topology::from_xml(text);
   EXPECT_FALSE(t.is_this_system());
@@ -208,18 +218,11 @@ TEST(Topology, XmlDistancesAreReadAsFirmwareDistances) {
 
 // hwloc's subtype of a NUMA node (HBM, NVM, GPUMemory, CXL-DRAM...) is the node's kind.
 TEST(Topology, NodeKindIsHwlocsSubtype) {
-  hwloc_topology_t h = nullptr;
-  ASSERT_EQ(hwloc_topology_init(&h), 0);
-  ASSERT_EQ(hwloc_topology_set_synthetic(h, "pack:2 numa:1 core:1 pu:1"), 0);
-  ASSERT_EQ(hwloc_topology_load(h), 0);
-  hwloc_obj_t hbm = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, 1);
-  hbm->subtype = strdup("HBM");  // hwloc frees it with the topology
-  char* xml = nullptr;
-  int len = 0;
-  ASSERT_EQ(hwloc_topology_export_xmlbuffer(h, &xml, &len, 0), 0);
-  const std::string text(xml);
-  hwloc_free_xmlbuffer(h, xml);
-  hwloc_topology_destroy(h);
+  const std::string text = xml_of("pack:2 numa:1 core:1 pu:1", [](hwloc_topology_t h) {
+    hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, 1)->subtype = strdup("HBM");  // hwloc frees it
+    return true;
+  });
+  ASSERT_FALSE(text.empty());
 
   const topology t = topology::from_xml(text);
   EXPECT_EQ(t.kind_of(0), "");

@@ -70,13 +70,20 @@ namespace detail {
 
 /// The nodes the running kernel has (online), read once; {0} on a kernel without NUMA. Every
 /// node number a caller gives is checked against this list (a topology may be synthetic).
+/// A node list from sysfs (kernel list syntax: "0-3,5"); empty when unreadable.
+inline std::vector<node_id> sysfs_node_list(const char* path) {
+  std::ifstream in(path);
+  std::string text;
+  std::getline(in, text);
+  std::vector<node_id> out;
+  if (!parse_list(text, out)) out.clear();
+  return out;
+}
+
 inline const std::vector<node_id>& kernel_nodes() {
   static const std::vector<node_id> nodes = [] {
-    std::ifstream in("/sys/devices/system/node/online");
-    std::string text;
-    std::getline(in, text);
-    std::vector<node_id> out;
-    if (!parse_list(text, out) || out.empty()) out.assign(1, 0);
+    std::vector<node_id> out = sysfs_node_list("/sys/devices/system/node/online");
+    if (out.empty()) out.assign(1, 0);
     return out;
   }();
   return nodes;
@@ -87,12 +94,8 @@ inline const std::vector<node_id>& kernel_nodes() {
 /// every node when the kernel does not say.
 inline const std::vector<node_id>& memory_nodes() {
   static const std::vector<node_id> nodes = [] {
-    std::ifstream in("/sys/devices/system/node/has_memory");
-    std::string text;
-    std::getline(in, text);
-    std::vector<node_id> out;
-    if (!parse_list(text, out) || out.empty()) out = kernel_nodes();
-    return out;
+    std::vector<node_id> out = sysfs_node_list("/sys/devices/system/node/has_memory");
+    return out.empty() ? kernel_nodes() : out;
   }();
   return nodes;
 }
