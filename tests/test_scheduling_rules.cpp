@@ -2,13 +2,17 @@
 // delays, wake-up order and nearest node on synthetic distance matrices (4x1, 2x2, asymmetric,
 // 8 nodes, 10/100), the steal rule's decision for each combination of delay, idle time, clock
 // and home-node state, the exec policy's choice, and the index partition.
+#include <numaaff/detail/dynamic_loop.hpp>
 #include <numaaff/detail/steal_plan.hpp>
 #include <numaaff/partition.hpp>
 #include <numaaff/topology.hpp>
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <thread>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -237,3 +241,110 @@ TEST(IndexPartition, StaticBlocksPerWorkerAndContiguousPerNode) {
 }
 
 }  // namespace
+
+// ---- the dynamic NUMA loop (detail/dynamic_loop.hpp) ----------------------------------------
+
+using numaaff::detail::loop_chunk;
+
+// Owners take guided chunks from the front (half of what is left per taker, never below the
+// grain), helpers the same sizes from the back; the two ends never overlap and together cover
+// every index once.
+TEST(DynamicLoop, OwnersTakeGuidedChunksFromTheFrontHelpersFromTheBack) {
+  numaaff::detail::node_work w;
+  w.assign({{0, 1000}});
+  loop_chunk c;
+  ASSERT_TRUE(w.take_front(10, 1, c));
+  EXPECT_EQ(c.first, 0u);
+  EXPECT_EQ(c.last, 500u);
+  ASSERT_TRUE(w.take_back(10, 1, c));
+  EXPECT_EQ(c.first, 750u);
+  EXPECT_EQ(c.last, 1000u);
+  ASSERT_TRUE(w.take_front(10, 2, c));  // two takers: a quarter of what is left
+  EXPECT_EQ(c.first, 500u);
+  EXPECT_EQ(c.last, 562u);
+  std::vector<int> seen(1000, 0);
+  for (std::size_t i = 0; i < 562; ++i) seen[i] = 1;
+  for (std::size_t i = 750; i < 1000; ++i) seen[i] = 1;
+  std::size_t smallest = 1000;
+  for (bool front = true; front ? w.take_front(10, 1, c) : w.take_back(10, 1, c); front = !front) {
+    for (std::size_t i = c.first; i < c.last; ++i) ++seen[i];
+    if (w.left() > 0) smallest = std::min(smallest, c.last - c.first);
+  }
+  EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 1000) << "every index exactly once";
+  EXPECT_GE(smallest, 10u) << "never below the grain while more is left";
+  EXPECT_EQ(w.left(), 0u);
+  EXPECT_FALSE(w.take_back(10, 1, c));
+}
+
+// A part of several segments (the blocks whose data is on a node): chunks never span two.
+TEST(DynamicLoop, ChunksStayInsideTheirSegment) {
+  numaaff::detail::node_work w;
+  w.assign({{0, 8}, {100, 104}, {200, 300}});
+  loop_chunk c;
+  std::vector<std::pair<std::size_t, std::size_t>> front, back;
+  ASSERT_TRUE(w.take_front(1, 1, c));
+  front.emplace_back(c.first, c.last);
+  ASSERT_TRUE(w.take_back(1, 1, c));
+  back.emplace_back(c.first, c.last);
+  EXPECT_EQ(front[0], (std::pair<std::size_t, std::size_t>{0, 8}));     // 112 / 2 = 56, cut at the segment's end
+  EXPECT_EQ(back[0], (std::pair<std::size_t, std::size_t>{248, 300}));  // 104 / 2 = 52
+  std::size_t total = 8 + 52;
+  while (w.take_front(1, 1, c)) {
+    EXPECT_TRUE((c.first >= 100 && c.last <= 104) || (c.first >= 200 && c.last <= 248)) << c.first << "-" << c.last;
+    total += c.last - c.first;
+  }
+  EXPECT_EQ(total, 112u);
+}
+
+// However owner and helper claims interleave, the owner's indices are a prefix of the part and
+// the helpers' a suffix (here the worst case: they alternate, claim for claim), and a worker
+// whose own part is done helps to the end.
+TEST(DynamicLoop, HelpedIndicesAreASuffixOfThePart) {
+  numaaff::detail::node_work part;
+  part.assign({{100, 500}});
+  loop_chunk c;
+  std::vector<int> who(500, -1);
+  bool owner = true;
+  while (owner ? part.take_front(4, 1, c) : part.take_back(4, 1, c)) {
+    for (std::size_t i = c.first; i < c.last; ++i) who[i] = owner ? 1 : 0;
+    owner = !owner;
+  }
+  std::size_t i = 100;
+  while (i < 500 && who[i] == 1) ++i;
+  const std::size_t boundary = i;
+  while (i < 500 && who[i] == 0) ++i;
+  EXPECT_EQ(i, 500u) << "owner's indices [100, " << boundary << "), helpers' the rest";
+  EXPECT_GT(boundary, 100u);
+  EXPECT_LT(boundary, 500u);
+
+  numaaff::detail::dynamic_loop skew({{{0, 100}}, {{100, 500}}}, {1, 1}, {{1}, {0}}, 4);
+  std::vector<std::size_t> owner_of(500, 9);
+  skew.run(0, [&](std::size_t lo, std::size_t hi, std::size_t whose) {
+    for (std::size_t k = lo; k < hi; ++k) owner_of[k] = whose;
+  });
+  for (std::size_t k = 0; k < 500; ++k) ASSERT_EQ(owner_of[k], k < 100 ? 0u : 1u) << k;  // all of it, each with its owner
+  EXPECT_EQ(skew.left(1), 0u);
+  numaaff::detail::dynamic_loop alone({{{0, 100}}, {{100, 500}}}, {1, 1}, {{}, {}}, 4);
+  alone.run(0, [](std::size_t, std::size_t, std::size_t) {});
+  EXPECT_EQ(alone.left(1), 400u) << "no help order (steal_mode::local): the other part is left to its owners";
+}
+
+// Four threads, one per node, on a loop whose parts differ by 16x: every index exactly once.
+TEST(DynamicLoop, ThreadsCoverEveryIndexExactlyOnce) {
+  const std::size_t n = 200000;
+  std::vector<std::vector<loop_chunk>> parts = {{{0, 10000}}, {{10000, 20000}}, {{20000, 40000}}, {{40000, n}}};
+  numaaff::detail::dynamic_loop loop(std::move(parts), {1, 1, 1, 1}, {{1, 2, 3}, {0, 2, 3}, {3, 0, 1}, {2, 1, 0}}, 16);
+  std::vector<std::atomic<int>> hits(n);
+  std::vector<std::thread> threads;
+  for (std::size_t ni = 0; ni < 4; ++ni)
+    threads.emplace_back([&, ni] {
+      loop.run(ni, [&](std::size_t lo, std::size_t hi, std::size_t) {
+        for (std::size_t i = lo; i < hi; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+      });
+    });
+  for (auto& t : threads) t.join();
+  std::size_t once = 0;
+  for (auto& h : hits) once += h.load() == 1 ? 1u : 0u;
+  EXPECT_EQ(once, n);
+  for (std::size_t ni = 0; ni < 4; ++ni) EXPECT_EQ(loop.left(ni), 0u);
+}

@@ -4,6 +4,7 @@
 #include <numaaff/allocator.hpp>
 #include <numaaff/thread_pool.hpp>
 
+#include "common/exceptions.hpp"
 #include "common/placement_check.hpp"
 #include "common/pool_helpers.hpp"
 #include "common/process.hpp"
@@ -699,6 +700,62 @@ TEST(ThreadPoolHost, ParallelForVisitsEveryIndexOnce) {
   EXPECT_GE(blocks.load(), 1000u / 64);
   EXPECT_THROW(pool.parallel_for(0, 10, [](std::size_t i) { if (i == 7) throw std::out_of_range("7"); }),
                std::out_of_range);
+}
+
+// The dynamic NUMA schedule: every index once (index and chunk forms, data-following too), chunks
+// never below the grain but at the end, exceptions rethrown after the other chunks ran, and the
+// caller mistakes named.
+TEST(ThreadPoolHost, DynamicParallelForVisitsEveryIndexOnce) {
+  thread_pool pool;
+  for (std::size_t n : {0u, 1u, 3u, 1000u, 100003u}) {
+    std::vector<std::atomic<int>> hits(n);
+    pool.parallel_for(0, n, [&](std::size_t i) { hits[i].fetch_add(1); }, numaaff::dynamic_schedule{7});
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "n=" << n << " i=" << i;
+  }
+  std::vector<double> data(50000, 1.0);
+  std::vector<std::atomic<int>> hits(data.size());
+  std::atomic<std::size_t> small{0};
+  pool.parallel_for(5, data.size(), [&](std::size_t lo, std::size_t hi) {
+    if (hi - lo < 16 && hi != data.size()) small.fetch_add(1);
+    for (std::size_t i = lo; i < hi; ++i) hits[i].fetch_add(1);
+  }, numaaff::dynamic_schedule{16}.following(data.data(), sizeof(double)));
+  for (std::size_t i = 0; i < data.size(); ++i) ASSERT_EQ(hits[i].load(), i < 5 ? 0 : 1) << i;
+  EXPECT_LE(small.load(), 2u * pool.nodes().size()) << "only a segment's last chunk may be short";
+  std::vector<std::atomic<int>> chunk_hits(1000);
+  EXPECT_THROW(pool.parallel_for(0, 1000, [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t i = lo; i < hi; ++i) chunk_hits[i].fetch_add(1);
+    if (lo <= 7 && 7 < hi) throw std::out_of_range("7");
+  }, numaaff::dynamic_schedule{1}), std::out_of_range);
+  for (std::size_t i = 0; i < 1000; ++i) ASSERT_EQ(chunk_hits[i].load(), 1) << "every other chunk still ran: " << i;
+  const auto message = [&](numaaff::dynamic_schedule s) {
+    return numaaff_test::what_of<std::invalid_argument>([&] { pool.parallel_for(0, 10, [](std::size_t) {}, s); });
+  };
+  EXPECT_NE(message(numaaff::dynamic_schedule{0}).find("grain is 0"), std::string::npos);
+  EXPECT_NE(message(numaaff::dynamic_schedule{4}.following(data.data(), 0)).find("stride is 0"), std::string::npos);
+}
+
+// On two synthetic nodes with one worker each, a loop whose node-0 part is slow: node 1's
+// worker helps from the back, so what node 0's worker ran is a prefix of its part (how long a
+// prefix depends on when each thread runs), node 1's part is all node 1's, and every index
+// runs once.
+TEST(ThreadPoolSynthetic, DynamicLoopHelpsFromTheFarEnd) {
+  thread_pool_options o = synthetic("pack:2 numa:1 pu:1");
+  o.steal = steal_mode::free;
+  thread_pool pool(o);
+  const std::size_t n = 4000;
+  std::vector<std::atomic<int>> by(n);
+  for (auto& b : by) b.store(-1);
+  pool.parallel_for(0, n, [&](std::size_t i) {
+    const int node = numaaff::this_homenode();
+    by[i].store(node);
+    if (i < n / 2 && node == 0) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }, numaaff::dynamic_schedule{8});
+  std::size_t i = 0;
+  while (i < n / 2 && by[i].load() == 0) ++i;
+  const std::size_t owned = i;
+  while (i < n / 2 && by[i].load() == 1) ++i;
+  EXPECT_EQ(i, n / 2) << "node 0 ran [0, " << owned << "), node 1 helped with the rest of node 0's part";
+  for (std::size_t k = n / 2; k < n; ++k) ASSERT_EQ(by[k].load(), 1) << k;
 }
 
 TEST(ThreadPoolHost, CancelDiscardsWhatHasNotStarted) {

@@ -60,6 +60,7 @@
  */
 #pragma once
 
+#include "detail/dynamic_loop.hpp"
 #include "detail/scheduler.hpp"
 #include "detail/steal_plan.hpp"
 #include "detail/text.hpp"
@@ -71,6 +72,7 @@
 #include "topology.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -153,6 +155,33 @@ struct thread_pool_statistics {
   std::uint64_t sleeps = 0;         ///< times a worker went to sleep
 };
 using thread_pool_stats [[deprecated("renamed thread_pool_statistics")]] = thread_pool_statistics;
+
+/**
+ * A dynamic NUMA schedule for thread_pool::parallel_for: each node owns a part of the
+ * iterations, its workers take chunks of it (guided: a share of what is left, never below
+ * `grain`), and a worker whose node has nothing left helps the others, nearest first, from
+ * the far end of their parts. Irregular iterations (an AMR block that costs 4x) are balanced
+ * while each node keeps the front of its part, the data it started on.
+ *
+ * The part of a node is its static block (as the static parallel_for and a schedule(static)
+ * first touch cut them), or, with following(array, bytes_per_index), the indices whose data
+ * is on it: `pool.parallel_for(0, n, f, dynamic_schedule{64}.following(a, sizeof *a))` sends
+ * index i to the node holding `a[i]`'s page, so after a next-touch phase or a move_to the loop
+ * follows the data (data on no pool node goes to the nearest; unpopulated pages keep the
+ * static owner).
+ */
+struct dynamic_schedule {
+  std::size_t grain = 1;       ///< the smallest chunk, in iterations (> 0)
+  const void* data = nullptr;  ///< see following()
+  std::size_t stride = 0;      ///< bytes of `data` per index
+
+  /// The part of a node: the indices i whose `array + i * bytes_per_index` is on it.
+  dynamic_schedule& following(const void* array, std::size_t bytes_per_index) noexcept {
+    data = array;
+    stride = bytes_per_index;
+    return *this;
+  }
+};
 
 /**
  * The node-affine pool (see the file comment). Thread safety: every member may be called
@@ -270,6 +299,21 @@ class thread_pool {
    */
   template <class F>
   void parallel_for(std::size_t first, std::size_t last, F&& f, std::size_t grain = 0);
+
+  /**
+   * Calls `f(i)` for each i in [first, last) (or `f(lo, hi)` per chunk) with a dynamic NUMA
+   * schedule (dynamic_schedule): one loop task per worker, bound to its node; the workers of a
+   * node take chunks of its part, then help the other nodes from the back of theirs, nearest
+   * first (under steal_mode::local they do not help). Blocks until done (a worker caller helps);
+   * a chunk that throws ends at the throw, every other chunk still runs, and the first
+   * exception is rethrown. Allocates the parts (O(nodes), or one page query over the data's
+   * blocks with following()).
+   * @throws std::invalid_argument naming `grain` when it is 0, or `stride` when following() got
+   *         0 bytes per index; std::system_error (operation_canceled) if cancel() discarded loop
+   *         tasks and their part was left undone.
+   */
+  template <class F>
+  void parallel_for(std::size_t first, std::size_t last, F&& f, dynamic_schedule schedule);
 
   /// Runs `f(node)` once on a worker of each of the pool's nodes; waits; rethrows. Throws
   /// std::system_error (std::errc::operation_canceled) if cancel() discarded some of the calls.
@@ -565,6 +609,102 @@ void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, std::
     }, sched_.index_of(b.node), false);
   }
   g.wait("thread_pool::parallel_for: blocks discarded by thread_pool::cancel()");
+}
+
+namespace detail {
+
+/// The parts of a dynamic loop over [first, last) that follows `s.data`: blocks of at least a
+/// page of data (and of `s.grain` indices), each to the pool node holding its first page
+/// (one batched page query; data elsewhere to the nearest pool node), unpopulated or unknown
+/// pages to `static_owner(index)`; consecutive blocks of one node form one segment.
+template <class StaticOwner>
+std::vector<std::vector<loop_chunk>> data_parts(scheduler& sched, std::size_t first, std::size_t last, const dynamic_schedule& s,
+                                                StaticOwner&& static_owner) {
+  const std::size_t ps = page_size(), n = last - first;
+  std::size_t block = std::max(s.grain, (ps + s.stride - 1) / s.stride);
+  constexpr std::size_t max_blocks = 1 << 16;  // one query of at most 16 batches
+  if (n / block > max_blocks) block = (n + max_blocks - 1) / max_blocks;
+  const std::size_t blocks = (n + block - 1) / block;
+  std::vector<void*> pages(blocks);
+  std::vector<int> status(blocks, -1);
+  const auto* base = static_cast<const char*>(s.data);
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(base) + (first + b * block) * s.stride;
+    pages[b] = reinterpret_cast<void*>(at / ps * ps);
+  }
+  constexpr std::size_t batch = 4096;
+  for (std::size_t b = 0; b < blocks; b += batch) {
+    const std::size_t count = std::min(batch, blocks - b);
+    if (!sys_move_pages(count, pages.data() + b, nullptr, status.data() + b, 0)) {
+      std::fill(status.begin() + static_cast<std::ptrdiff_t>(b), status.end(), -1);  // refused: the static parts
+      break;
+    }
+  }
+  std::vector<std::vector<loop_chunk>> parts(sched.plan().node_count());
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::size_t lo = first + b * block, hi = std::min(last, lo + block);
+    const std::size_t ni = status[b] >= 0 ? sched.near_node(status[b]) : static_owner(lo);
+    std::vector<loop_chunk>& part = parts[ni];
+    if (!part.empty() && part.back().last == lo) part.back().last = hi;
+    else part.push_back({lo, hi});
+  }
+  return parts;
+}
+
+}  // namespace detail
+
+template <class F>
+void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, dynamic_schedule s) {
+  constexpr bool ranged = std::is_invocable_v<F&, std::size_t, std::size_t>;
+  static_assert(ranged || std::is_invocable_v<F&, std::size_t>, "parallel_for: f must take (index) or (first, last)");
+  if (s.grain == 0) detail::throw_invalid_argument("thread_pool::parallel_for: grain is 0 (a chunk needs at least one iteration)");
+  if (s.data != nullptr && s.stride == 0)
+    detail::throw_invalid_argument("thread_pool::parallel_for: stride is 0 (following() needs the bytes per index)");
+  sched_.check_process("thread_pool::parallel_for");
+  if (last <= first) return;
+  const std::size_t count = node_ids_.size();
+  const std::vector<index_block> statics = partition_.node_blocks(first, last);
+  std::vector<std::vector<detail::loop_chunk>> parts(count);
+  if (s.data == nullptr) {
+    for (const index_block& b : statics)
+      if (b.last > b.first) parts[sched_.index_of(b.node)].push_back({b.first, b.last});
+  } else {
+    parts = detail::data_parts(sched_, first, last, s, [&](std::size_t i) {
+      for (const index_block& b : statics)
+        if (i < b.last) return sched_.index_of(b.node);
+      return sched_.index_of(statics.back().node);
+    });
+  }
+  std::vector<std::size_t> takers(count);
+  std::vector<std::vector<std::size_t>> helps(count);
+  for (std::size_t ni = 0; ni < count; ++ni) {
+    takers[ni] = sched_.node_state(ni).workers.size();
+    for (const auto& r : sched_.plan().remotes(ni)) helps[ni].push_back(r.node_index);
+  }
+  detail::dynamic_loop loop(std::move(parts), std::move(takers), std::move(helps), s.grain);
+  // A chunk that throws does not stop the loop: the first exception is kept and rethrown.
+  std::exception_ptr error;
+  std::atomic_flag failed = ATOMIC_FLAG_INIT;
+  detail::group_scope g(sched_);
+  for (std::size_t ni = 0; ni < count; ++ni) {
+    for (std::size_t w = 0; w < sched_.node_state(ni).workers.size(); ++w) {
+      g.run([&loop, &f, &error, &failed, ni] {
+        loop.run(ni, [&](std::size_t lo, std::size_t hi, std::size_t) {
+          try {
+            if constexpr (ranged) {
+              f(lo, hi);
+            } else {
+              for (std::size_t i = lo; i < hi; ++i) f(i);
+            }
+          } catch (...) {
+            if (!failed.test_and_set(std::memory_order_acq_rel)) error = std::current_exception();
+          }
+        });
+      }, ni, true);
+    }
+  }
+  g.wait("thread_pool::parallel_for: loop tasks discarded by thread_pool::cancel()");
+  if (error) std::rethrow_exception(error);
 }
 
 template <class F>
