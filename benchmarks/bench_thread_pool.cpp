@@ -14,6 +14,9 @@
 // shared 2-CPU host wall-clock ratios swing widely, CPU time per task much less; both are
 // reported. Run with --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
 // for the medians of five interleaved repetitions (benchmarks/README.md).
+//   dynamic/*    an irregular loop (every 7th iteration 5x as long): numaaff's dynamic NUMA
+//                schedule vs `schedule(dynamic, 64)` and tbb::parallel_for's auto partitioner.
+//                Target: <= 1.2x OpenMP dynamic.
 //   fib/*        recursive fib(N) with one task per call above a cutoff: numaaff task_group
 //                vs tbb::task_group (no target in the issue; reported).
 // Every runtime gets one thread per allowed CPU. Reports the topology it ran on.
@@ -208,6 +211,59 @@ void fork_join_20us_tbb(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// ---- an irregular loop, dynamically scheduled ----------------------------------------------
+
+// 100,000 iterations of about 0.2 us, every 7th 5x as long, in chunks of at least 64: numaaff's
+// dynamic NUMA schedule against `schedule(dynamic, 64)` and oneTBB's auto partitioner (grain
+// 64). Target: numaaff <= 1.2x OpenMP dynamic.
+constexpr std::size_t irregular_n = 100000, irregular_grain = 64;
+std::uint64_t irregular_cost(std::size_t i) {
+  const std::uint64_t unit = std::max<std::uint64_t>(1, iterations_for_20us() / 100);
+  return i % 7 == 0 ? 5 * unit : unit;
+}
+
+void dynamic_numaaff(benchmark::State& state) {
+  std::vector<std::uint64_t>& s = sink();
+  for (auto _ : state) {
+    pool().parallel_for(0, irregular_n, [&](std::size_t lo, std::size_t hi) {
+      std::uint64_t acc = 0;
+      for (std::size_t i = lo; i < hi; ++i) acc += spin_work(irregular_cost(i), i);
+      s[(lo / irregular_grain % static_cast<std::size_t>(threads())) * 8] += acc;
+    }, numaaff::dynamic_schedule{irregular_grain});
+    benchmark::DoNotOptimize(s.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(irregular_n));
+}
+
+void dynamic_omp(benchmark::State& state) {
+  std::vector<std::uint64_t>& s = sink();
+  const int t = threads();
+  for (auto _ : state) {
+#pragma omp parallel num_threads(t)
+    {
+      std::uint64_t acc = 0;
+#pragma omp for schedule(dynamic, 64)
+      for (std::size_t i = 0; i < irregular_n; ++i) acc += spin_work(irregular_cost(i), i);
+      s[static_cast<std::size_t>(omp_get_thread_num()) * 8] += acc;
+    }
+    benchmark::DoNotOptimize(s.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(irregular_n));
+}
+
+void dynamic_tbb(benchmark::State& state) {
+  std::vector<std::uint64_t>& s = sink();
+  for (auto _ : state) {
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, irregular_n, irregular_grain), [&](const tbb::blocked_range<std::size_t>& r) {
+      std::uint64_t acc = 0;
+      for (std::size_t i = r.begin(); i < r.end(); ++i) acc += spin_work(irregular_cost(i), i);
+      s[(r.begin() / irregular_grain % static_cast<std::size_t>(threads())) * 8] += acc;
+    });
+    benchmark::DoNotOptimize(s.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<std::int64_t>(irregular_n));
+}
+
 // ---- recursive fib ------------------------------------------------------------------------
 
 constexpr int fib_cutoff = 12;
@@ -263,6 +319,9 @@ BENCHMARK(fork_join_tbb)->Name("fork_join/tbb_static")->UseRealTime()->Unit(benc
 BENCHMARK(fork_join_20us_numaaff)->Name("fork_join_20us/numaaff_parallel_for")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(fork_join_20us_omp)->Name("fork_join_20us/omp_static")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(fork_join_20us_tbb)->Name("fork_join_20us/tbb_static")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(dynamic_numaaff)->Name("dynamic/numaaff_dynamic_schedule")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(dynamic_omp)->Name("dynamic/omp_dynamic_64")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(dynamic_tbb)->Name("dynamic/tbb_auto")->MeasureProcessCPUTime()->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(fib_bench_numaaff)->Name("fib/numaaff")->Arg(30)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(fib_bench_tbb)->Name("fib/tbb")->Arg(30)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(fib_bench_serial)->Name("fib/serial")->Arg(30)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -295,6 +354,12 @@ int main(int argc, char** argv) {
         "  the same, process CPU time (numaaff / OpenMP static)"},
        {"fork_join_20us/tbb_static/process_time/real_time", "fork_join_20us/omp_static/process_time/real_time", ratio::measure::time, 1.2,
         "parallel_for of 20 us per thread: oneTBB static / OpenMP (reference)"},
+       {"dynamic/numaaff_dynamic_schedule/process_time/real_time", "dynamic/omp_dynamic_64/process_time/real_time", ratio::measure::time, 1.2,
+        "irregular loop, dynamic: numaaff / OpenMP schedule(dynamic, 64)"},
+       {"dynamic/numaaff_dynamic_schedule/process_time/real_time", "dynamic/omp_dynamic_64/process_time/real_time", ratio::measure::cpu_time, 1.2,
+        "  the same, process CPU time (numaaff / OpenMP dynamic)"},
+       {"dynamic/tbb_auto/process_time/real_time", "dynamic/omp_dynamic_64/process_time/real_time", ratio::measure::time, 1.2,
+        "irregular loop: oneTBB auto / OpenMP dynamic (reference)"},
        {"fork_join/numaaff_parallel_for/real_time", "fork_join/omp_static/real_time", ratio::measure::time, 1.2,
         "small parallel_for latency: numaaff / OpenMP static"},
        {"fork_join/tbb_static/real_time", "fork_join/omp_static/real_time", ratio::measure::time, 1.2,
