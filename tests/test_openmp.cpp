@@ -9,8 +9,10 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <memory>
@@ -112,6 +114,45 @@ TEST(OpenmpBridge, FirstTouchUnderOmpThreadLimitAndDynamic) {
     const std::string out = numaaff_test::run_command(std::string(env) + " " + self + tests);
     EXPECT_NE(out.find("[  PASSED  ] 2 tests"), std::string::npos) << env << ":\n" << out;
   }
+}
+
+// blocks_by_data: every index once; the threads of the data's node share it in thread order;
+// a thread whose node holds none of the data gets nothing; unpopulated data goes to its
+// schedule(static) owner; caller mistakes are named.
+TEST(OpenmpBridge, BlocksByDataFollowTheData) {
+  const int node = numaaff::topology::system().nodes().front();
+  std::vector<double> touched(100000, 1.0);
+  numaaff::openmp::team_plan plan;
+  plan.node = {node, node, node + 1000, node + 1000};  // two threads on a node with no data
+  plan.cpu = {-1, -1, -1, -1};
+  const auto work = numaaff::openmp::blocks_by_data(plan, touched.data(), sizeof(double), 0, touched.size());
+  std::vector<int> hits(touched.size(), 0);
+  std::size_t per_thread[4] = {};
+  for (std::size_t t = 0; t < 4; ++t)
+    for (const numaaff::index_block& b : work[t]) {
+      EXPECT_EQ(b.node, plan.node[t]);
+      per_thread[t] += b.last - b.first;
+      for (std::size_t i = b.first; i < b.last; ++i) ++hits[i];
+    }
+  EXPECT_EQ(std::count(hits.begin(), hits.end(), 1), static_cast<long>(touched.size()));
+  EXPECT_EQ(per_thread[0], 50000u);
+  EXPECT_EQ(per_thread[1], 50000u);
+  EXPECT_EQ(per_thread[2] + per_thread[3], 0u);
+  EXPECT_LT(work[0].back().last, work[1].front().first + 1) << "thread 0 has the front of the node's share";
+  // Never touched: the static owners (threads 2 and 3 own the back half).
+  const std::size_t bytes = 64 * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* fresh = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(fresh, MAP_FAILED);
+  const auto cold = numaaff::openmp::blocks_by_data(plan, fresh, 8, 0, bytes / 8);
+  std::size_t cold_back = 0;
+  for (const numaaff::index_block& b : cold[2]) cold_back += b.last - b.first;
+  for (const numaaff::index_block& b : cold[3]) cold_back += b.last - b.first;
+  EXPECT_EQ(cold_back, bytes / 16);
+  munmap(fresh, bytes);
+  EXPECT_THROW((void)numaaff::openmp::blocks_by_data(plan, touched.data(), 0, 0, 10), std::invalid_argument);
+  EXPECT_THROW((void)numaaff::openmp::blocks_by_data(plan, touched.data(), 8, 0, 10, 0), std::invalid_argument);
+  EXPECT_THROW((void)numaaff::openmp::blocks_by_data(plan, nullptr, 8, 0, 10), std::invalid_argument);
+  EXPECT_THROW((void)numaaff::openmp::blocks_by_data(numaaff::openmp::team_plan{}, touched.data(), 8, 0, 10), std::invalid_argument);
 }
 
 TEST(OpenmpBridge, FirstTouchThrowsOutsideTheRegion) {

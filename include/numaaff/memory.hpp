@@ -1180,6 +1180,38 @@ inline node_id placement::dominant_node() const noexcept {
 
 namespace detail {
 
+/**
+ * The indices [first, last) of an array (`stride` bytes per index, from `data`) cut into
+ * blocks of at least `grain` indices and of a page of data (at most 2^16 blocks), with the
+ * node of each block's first page: one batched page query; -1 where a page is unpopulated or
+ * the query is refused (a sandbox). Calls f(lo, hi, node) in index order. Allocates.
+ */
+template <class F>
+void for_each_data_block(const void* data, std::size_t stride, std::size_t first, std::size_t last, std::size_t grain, F&& f) {
+  if (last <= first) return;
+  const std::size_t ps = page_size(), n = last - first;
+  std::size_t block = std::max<std::size_t>({grain, 1, (ps + stride - 1) / stride});
+  constexpr std::size_t max_blocks = std::size_t{1} << 16;
+  if (n / block > max_blocks) block = (n + max_blocks - 1) / max_blocks;
+  const std::size_t blocks = (n + block - 1) / block;
+  std::vector<void*> pages(blocks);
+  std::vector<int> status(blocks, -1);
+  for (std::size_t b = 0; b < blocks; ++b)
+    pages[b] = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(data) + (first + b * block) * stride) / ps * ps);
+  constexpr std::size_t batch = 4096;
+  for (std::size_t b = 0; b < blocks; b += batch) {
+    const std::size_t count = std::min(batch, blocks - b);
+    if (!sys_move_pages(count, pages.data() + b, nullptr, status.data() + b, 0)) {
+      std::fill(status.begin() + static_cast<std::ptrdiff_t>(b), status.end(), -1);
+      break;
+    }
+  }
+  for (std::size_t b = 0; b < blocks; ++b) {
+    const std::size_t lo = first + b * block;
+    f(lo, std::min(last, lo + block), status[b] >= 0 ? status[b] : -1);
+  }
+}
+
 /// The tier of kernel node `n` for reports: hwloc's kind (HBM, CXL-DRAM...), else "memory"
 /// for a memory-only node and "cpu" for the others; "" where the system topology does not
 /// describe the kernel's nodes (synthetic, XML).

@@ -29,6 +29,7 @@
 
 #include "detail/pinning.hpp"
 #include "detail/throw.hpp"
+#include "memory.hpp"
 #include "partition.hpp"
 #include "topology.hpp"
 
@@ -176,6 +177,92 @@ void first_touch(const team_plan& plan, T* data, std::size_t n, F&& init) {
     if (team < blocks) detail::pin_to_cpu(plan.cpu[me]);
   }
   if (error) std::rethrow_exception(error);
+}
+
+/**
+ * The work of each thread of a bound team when iterations follow their data: thread i of
+ * `plan` gets the index blocks of [first, last) whose data (`array + index * bytes_per_index`)
+ * is on plan.node[i], its node's share split among the node's threads in thread order (equal
+ * contiguous runs); data on a node without team threads goes to the nearest team node, and
+ * unpopulated pages to their schedule(static) owner. For after a next-touch phase, a move_to or
+ * place_blocks, when the data is no longer where schedule(static) put it:
+ * @code{.cpp}
+ * const auto work = numaaff::openmp::blocks_by_data(plan, a, sizeof *a, 0, n);
+ * #pragma omp parallel num_threads(plan.size())
+ * for (const numaaff::index_block& b : work[omp_get_thread_num()])
+ *   for (std::size_t i = b.first; i < b.last; ++i) update(a, i);
+ * @endcode
+ * What OpenMP cannot express by itself: its schedules cut the index space by thread number
+ * (static) or by arrival (dynamic, guided), never by where the data is, and OpenMP 5's
+ * `affinity` clause on tasks is a hint that libgomp and LLVM's libomp ignore. There is no
+ * balancing here: for irregular work use thread_pool::parallel_for with a dynamic_schedule
+ * that follows the data.
+ *
+ * One batched page query over blocks of at least a page and `grain` indices; allocates.
+ * @throws std::invalid_argument for a null array with a non-empty range, bytes_per_index or
+ *         grain 0, or a plan without threads.
+ */
+inline std::vector<std::vector<index_block>> blocks_by_data(const team_plan& plan, const void* array, std::size_t bytes_per_index,
+                                                            std::size_t first, std::size_t last, std::size_t grain = 1) {
+  if (plan.size() == 0) detail::throw_invalid_argument("blocks_by_data: the plan has no threads");
+  if (bytes_per_index == 0) detail::throw_invalid_argument("blocks_by_data: bytes_per_index is 0");
+  if (grain == 0) detail::throw_invalid_argument("blocks_by_data: grain is 0");
+  if (array == nullptr && last > first) detail::throw_invalid_argument("blocks_by_data: array is null");
+  const auto threads = static_cast<std::size_t>(plan.size());
+  std::vector<node_id> team_nodes;  // distinct, in thread order
+  for (node_id n : plan.node)
+    if (std::find(team_nodes.begin(), team_nodes.end(), n) == team_nodes.end()) team_nodes.push_back(n);
+  const auto slot_of = [&](node_id n) {
+    return static_cast<std::size_t>(std::find(team_nodes.begin(), team_nodes.end(), n) - team_nodes.begin());
+  };
+  const topology& topo = topology::system();
+  const auto team_node_for = [&](int data_node, std::size_t index) -> std::size_t {
+    if (data_node >= 0) {
+      const std::size_t s = slot_of(data_node);
+      if (s < team_nodes.size()) return s;
+      if (topo.has_node(data_node)) {
+        std::size_t best = team_nodes.size();
+        for (std::size_t k = 0; k < team_nodes.size(); ++k)
+          if (topo.has_node(team_nodes[k]) &&
+              (best == team_nodes.size() || topo.distance(data_node, team_nodes[k]) < topo.distance(data_node, team_nodes[best])))
+            best = k;
+        if (best < team_nodes.size()) return best;
+      }
+    }
+    for (std::size_t owner = 0; owner < threads; ++owner) {  // the schedule(static) owner
+      const auto [lo, hi] = static_block(last - first, threads, owner);
+      if (index - first >= lo && index - first < hi) return slot_of(plan.node[owner]);
+    }
+    return slot_of(plan.node.back());
+  };
+  std::vector<std::vector<index_block>> per_node(team_nodes.size());
+  detail::for_each_data_block(array, bytes_per_index, first, last, grain, [&](std::size_t lo, std::size_t hi, int node) {
+    const std::size_t s = team_node_for(node, lo);
+    std::vector<index_block>& part = per_node[s];
+    if (!part.empty() && part.back().last == lo) part.back().last = hi;
+    else part.push_back({team_nodes[s], lo, hi});
+  });
+  std::vector<std::vector<index_block>> work(threads);
+  for (std::size_t s = 0; s < team_nodes.size(); ++s) {
+    std::vector<std::size_t> members;
+    for (std::size_t i = 0; i < threads; ++i)
+      if (plan.node[i] == team_nodes[s]) members.push_back(i);
+    std::size_t total = 0;
+    for (const index_block& b : per_node[s]) total += b.last - b.first;
+    std::size_t at = 0, block = 0, offset = 0;  // position in the node's concatenated indices
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      const std::size_t want = static_block(total, members.size(), m).second;
+      while (at < want) {
+        const index_block& b = per_node[s][block];
+        const std::size_t take = std::min(want - at, b.last - b.first - offset);
+        work[members[m]].push_back({b.node, b.first + offset, b.first + offset + take});
+        at += take;
+        offset += take;
+        if (offset == b.last - b.first) ++block, offset = 0;
+      }
+    }
+  }
+  return work;
 }
 
 }  // namespace numaaff::openmp

@@ -613,41 +613,19 @@ void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, std::
 
 namespace detail {
 
-/// The parts of a dynamic loop over [first, last) that follows `s.data`: blocks of at least a
-/// page of data (and of `s.grain` indices), each to the pool node holding its first page
-/// (one batched page query; data elsewhere to the nearest pool node), unpopulated or unknown
-/// pages to `static_owner(index)`; consecutive blocks of one node form one segment.
+/// The parts of a dynamic loop over [first, last) that follows `s.data`: each data block
+/// (for_each_data_block) to the pool node holding it (data elsewhere to the nearest pool
+/// node), unknown pages to `static_owner(index)`; consecutive blocks of a node form one segment.
 template <class StaticOwner>
 std::vector<std::vector<loop_chunk>> data_parts(scheduler& sched, std::size_t first, std::size_t last, const dynamic_schedule& s,
                                                 StaticOwner&& static_owner) {
-  const std::size_t ps = page_size(), n = last - first;
-  std::size_t block = std::max(s.grain, (ps + s.stride - 1) / s.stride);
-  constexpr std::size_t max_blocks = 1 << 16;  // one query of at most 16 batches
-  if (n / block > max_blocks) block = (n + max_blocks - 1) / max_blocks;
-  const std::size_t blocks = (n + block - 1) / block;
-  std::vector<void*> pages(blocks);
-  std::vector<int> status(blocks, -1);
-  const auto* base = static_cast<const char*>(s.data);
-  for (std::size_t b = 0; b < blocks; ++b) {
-    const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(base) + (first + b * block) * s.stride;
-    pages[b] = reinterpret_cast<void*>(at / ps * ps);
-  }
-  constexpr std::size_t batch = 4096;
-  for (std::size_t b = 0; b < blocks; b += batch) {
-    const std::size_t count = std::min(batch, blocks - b);
-    if (!sys_move_pages(count, pages.data() + b, nullptr, status.data() + b, 0)) {
-      std::fill(status.begin() + static_cast<std::ptrdiff_t>(b), status.end(), -1);  // refused: the static parts
-      break;
-    }
-  }
   std::vector<std::vector<loop_chunk>> parts(sched.plan().node_count());
-  for (std::size_t b = 0; b < blocks; ++b) {
-    const std::size_t lo = first + b * block, hi = std::min(last, lo + block);
-    const std::size_t ni = status[b] >= 0 ? sched.near_node(status[b]) : static_owner(lo);
+  for_each_data_block(s.data, s.stride, first, last, s.grain, [&](std::size_t lo, std::size_t hi, int node) {
+    const std::size_t ni = node >= 0 ? sched.near_node(node) : static_owner(lo);
     std::vector<loop_chunk>& part = parts[ni];
     if (!part.empty() && part.back().last == lo) part.back().last = hi;
     else part.push_back({lo, hi});
-  }
+  });
   return parts;
 }
 
