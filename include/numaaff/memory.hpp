@@ -169,7 +169,8 @@ void weighted_interleave(void* addr, std::size_t bytes, const std::vector<node_w
  * node's weight is the best bandwidth any CPU node has to it (the firmware's HMAT or the
  * user's override: topology::bandwidth), reduced by their gcd and scaled to at most 100 (a
  * node is never scaled below 1). A node with no known bandwidth gets 0 (left out) while others
- * have one; without any value (no HMAT) every node gets 1: plain interleave.
+ * have one; without any value (no HMAT) every node gets 1: plain interleave. A node of this
+ * system without memory (CPUs only) gets 0.
  * Thread-safe; allocates the result. @note One node: {{0, 1}}.
  */
 std::vector<node_weight> bandwidth_weights(const topology& topo = topology::system());
@@ -786,15 +787,19 @@ inline std::uint64_t node_bandwidth(const topology& topo, node_id n) {
 
 inline std::vector<node_weight> bandwidth_weights(const topology& topo) {
   std::vector<std::uint64_t> best(topo.node_count(), 0);
+  std::vector<bool> has_memory(topo.node_count(), true);  // a node without memory takes no share
+  const auto& with_memory = detail::memory_nodes();
   std::uint64_t g = 0, most = 0;
   for (std::size_t j = 0; j < best.size(); ++j) {
-    best[j] = detail::node_bandwidth(topo, topo.nodes()[j]);
+    if (topo.is_this_system())
+      has_memory[j] = std::find(with_memory.begin(), with_memory.end(), topo.nodes()[j]) != with_memory.end();
+    best[j] = has_memory[j] ? detail::node_bandwidth(topo, topo.nodes()[j]) : 0;
     g = std::gcd(g, best[j]);
     most = std::max(most, best[j]);
   }
   std::vector<node_weight> out;
   for (std::size_t j = 0; j < best.size(); ++j) {
-    std::uint64_t w = most == 0 ? 1 : best[j] / g;
+    std::uint64_t w = most == 0 ? (has_memory[j] ? 1 : 0) : best[j] / g;
     if (most / g > 100 && w != 0)
       w = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(100.0 * static_cast<double>(best[j]) / static_cast<double>(most) + 0.5));
     out.push_back({topo.nodes()[j], static_cast<unsigned>(w)});
@@ -1181,34 +1186,43 @@ inline node_id placement::dominant_node() const noexcept {
 namespace detail {
 
 /**
- * The indices [first, last) of an array (`stride` bytes per index, from `data`) cut into
+ * The indices [first, last) of an array (`stride` > 0 bytes per index, from `data`) cut into
  * blocks of at least `grain` indices and of a page of data (at most 2^16 blocks), with the
- * node of each block's first page: one batched page query; -1 where a page is unpopulated or
- * the query is refused (a sandbox). Calls f(lo, hi, node) in index order. Allocates.
+ * node of each block's first page: one batched page query; -1 where a page is unpopulated, or
+ * where the query is refused (a sandbox) on a machine of several nodes (on one, its node).
+ * Calls f(lo, hi, node) in index order. Allocates.
+ * @throws std::invalid_argument naming `fn` and `last` when data + last * stride wraps;
+ *         std::system_error named "move_pages" if the query fails otherwise.
  */
 template <class F>
-void for_each_data_block(const void* data, std::size_t stride, std::size_t first, std::size_t last, std::size_t grain, F&& f) {
+void for_each_data_block(const char* fn, const void* data, std::size_t stride, std::size_t first, std::size_t last,
+                         std::size_t grain, F&& f) {
   if (last <= first) return;
+  const auto base = reinterpret_cast<std::uintptr_t>(data);
+  if (last > (UINTPTR_MAX - base) / stride)
+    throw_invalid_argument(std::string(fn) + ": last = " + std::to_string(last) + " indices of " + std::to_string(stride) +
+                           " bytes from the array wrap the address space");
   const std::size_t ps = page_size(), n = last - first;
   std::size_t block = std::max<std::size_t>({grain, 1, (ps + stride - 1) / stride});
   constexpr std::size_t max_blocks = std::size_t{1} << 16;
-  if (n / block > max_blocks) block = (n + max_blocks - 1) / max_blocks;
-  const std::size_t blocks = (n + block - 1) / block;
+  if (n / block >= max_blocks) block = n / max_blocks + 1;
+  const std::size_t blocks = n / block + (n % block != 0 ? 1 : 0);
   std::vector<void*> pages(blocks);
   std::vector<int> status(blocks, -1);
-  for (std::size_t b = 0; b < blocks; ++b)
-    pages[b] = reinterpret_cast<void*>((reinterpret_cast<std::uintptr_t>(data) + (first + b * block) * stride) / ps * ps);
+  for (std::size_t b = 0; b < blocks; ++b) pages[b] = reinterpret_cast<void*>((base + (first + b * block) * stride) / ps * ps);
   constexpr std::size_t batch = 4096;
   for (std::size_t b = 0; b < blocks; b += batch) {
     const std::size_t count = std::min(batch, blocks - b);
-    if (!sys_move_pages(count, pages.data() + b, nullptr, status.data() + b, 0)) {
-      std::fill(status.begin() + static_cast<std::ptrdiff_t>(b), status.end(), -1);
-      break;
-    }
+    const auto q = sys_move_pages(count, pages.data() + b, nullptr, status.data() + b, 0);
+    if (q) continue;
+    if (!refused(q.error)) throw_failure(q.failure(), "move_pages");
+    const int only = kernel_nodes().size() == 1 ? kernel_nodes().front() : -1;  // a sandbox
+    std::fill(status.begin() + static_cast<std::ptrdiff_t>(b), status.end(), only);
+    break;
   }
   for (std::size_t b = 0; b < blocks; ++b) {
     const std::size_t lo = first + b * block;
-    f(lo, std::min(last, lo + block), status[b] >= 0 ? status[b] : -1);
+    f(lo, lo + std::min(block, last - lo), status[b] >= 0 ? status[b] : -1);
   }
 }
 

@@ -200,7 +200,9 @@ void first_touch(const team_plan& plan, T* data, std::size_t n, F&& init) {
  *
  * One batched page query over blocks of at least a page and `grain` indices; allocates.
  * @throws std::invalid_argument for a null array with a non-empty range, bytes_per_index or
- *         grain 0, or a plan without threads.
+ *         grain 0, a range whose data wraps the address space, or a plan without threads;
+ *         std::system_error named "move_pages" if the query fails (a sandbox's refusal is no
+ *         error: every block then goes to its schedule(static) owner, or on one node to it).
  */
 inline std::vector<std::vector<index_block>> blocks_by_data(const team_plan& plan, const void* array, std::size_t bytes_per_index,
                                                             std::size_t first, std::size_t last, std::size_t grain = 1) {
@@ -229,14 +231,13 @@ inline std::vector<std::vector<index_block>> blocks_by_data(const team_plan& pla
         if (best < team_nodes.size()) return best;
       }
     }
-    for (std::size_t owner = 0; owner < threads; ++owner) {  // the schedule(static) owner
-      const auto [lo, hi] = static_block(last - first, threads, owner);
-      if (index - first >= lo && index - first < hi) return slot_of(plan.node[owner]);
-    }
-    return slot_of(plan.node.back());
+    // The schedule(static) owner: static_block gives the first `extra` threads base + 1.
+    const std::size_t n = last - first, base = n / threads, extra = n % threads, at = index - first;
+    const std::size_t owner = at < extra * (base + 1) ? at / (base + 1) : extra + (at - extra * (base + 1)) / base;
+    return slot_of(plan.node[std::min(owner, threads - 1)]);
   };
   std::vector<std::vector<index_block>> per_node(team_nodes.size());
-  detail::for_each_data_block(array, bytes_per_index, first, last, grain, [&](std::size_t lo, std::size_t hi, int node) {
+  detail::for_each_data_block("blocks_by_data", array, bytes_per_index, first, last, grain, [&](std::size_t lo, std::size_t hi, int node) {
     const std::size_t s = team_node_for(node, lo);
     std::vector<index_block>& part = per_node[s];
     if (!part.empty() && part.back().last == lo) part.back().last = hi;

@@ -302,15 +302,18 @@ class thread_pool {
 
   /**
    * Calls `f(i)` for each i in [first, last) (or `f(lo, hi)` per chunk) with a dynamic NUMA
-   * schedule (dynamic_schedule): one loop task per worker, bound to its node; the workers of a
+   * schedule (dynamic_schedule): one loop task per worker, homed on its node; the workers of a
    * node take chunks of its part, then help the other nodes from the back of theirs, nearest
    * first (under steal_mode::local they do not help). Blocks until done (a worker caller helps);
    * a chunk that throws ends at the throw, every other chunk still runs, and the first
    * exception is rethrown. Allocates the parts (O(nodes), or one page query over the data's
    * blocks with following()).
-   * @throws std::invalid_argument naming `grain` when it is 0, or `stride` when following() got
-   *         0 bytes per index; std::system_error (operation_canceled) if cancel() discarded loop
-   *         tasks and their part was left undone.
+   * @throws std::invalid_argument naming `grain` when it is 0, `stride` when following() got 0
+   *         bytes per index, or `last` when the data of [first, last) would wrap the address
+   *         space; std::system_error (operation_canceled) if cancel() discarded loop tasks and
+   *         part of the loop was left undone (a chunk's exception is rethrown first), named
+   *         "move_pages" if following()'s page query fails (a sandbox's refusal is no error: the
+   *         parts are then the static ones).
    */
   template <class F>
   void parallel_for(std::size_t first, std::size_t last, F&& f, dynamic_schedule schedule);
@@ -615,13 +618,15 @@ namespace detail {
 
 /// The parts of a dynamic loop over [first, last) that follows `s.data`: each data block
 /// (for_each_data_block) to the pool node holding it (data elsewhere to the nearest pool
-/// node), unknown pages to `static_owner(index)`; consecutive blocks of a node form one segment.
+/// node), unknown pages and logical pools to `static_owner(index)`; consecutive blocks of a
+/// node form one segment.
 template <class StaticOwner>
 std::vector<std::vector<loop_chunk>> data_parts(scheduler& sched, std::size_t first, std::size_t last, const dynamic_schedule& s,
                                                 StaticOwner&& static_owner) {
   std::vector<std::vector<loop_chunk>> parts(sched.plan().node_count());
-  for_each_data_block(s.data, s.stride, first, last, s.grain, [&](std::size_t lo, std::size_t hi, int node) {
-    const std::size_t ni = node >= 0 ? sched.near_node(node) : static_owner(lo);
+  for_each_data_block("thread_pool::parallel_for", s.data, s.stride, first, last, s.grain, [&](std::size_t lo, std::size_t hi, int node) {
+    const std::size_t near = sched.nearest_index(node);
+    const std::size_t ni = near != steal_plan::no_node ? near : static_owner(lo);
     std::vector<loop_chunk>& part = parts[ni];
     if (!part.empty() && part.back().last == lo) part.back().last = hi;
     else part.push_back({lo, hi});
@@ -664,10 +669,13 @@ void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, dynam
   std::exception_ptr error;
   std::atomic_flag failed = ATOMIC_FLAG_INIT;
   detail::group_scope g(sched_);
+  // One loop task per worker, homed on its node but not bound to it: a worker of another node
+  // that takes it (its own node's workers all busy) runs its own node's part first, like any
+  // worker, so no node's busy workers hold the loop up.
   for (std::size_t ni = 0; ni < count; ++ni) {
     for (std::size_t w = 0; w < sched_.node_state(ni).workers.size(); ++w) {
-      g.run([&loop, &f, &error, &failed, ni] {
-        loop.run(ni, [&](std::size_t lo, std::size_t hi, std::size_t) {
+      g.run([this, &loop, &f, &error, &failed, ni] {
+        loop.run(sched_.worker_node_index(ni), [&](std::size_t lo, std::size_t hi, std::size_t) {
           try {
             if constexpr (ranged) {
               f(lo, hi);
@@ -678,10 +686,18 @@ void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, dynam
             if (!failed.test_and_set(std::memory_order_acq_rel)) error = std::current_exception();
           }
         });
-      }, ni, true);
+      }, ni, false);
     }
   }
-  g.wait("thread_pool::parallel_for: loop tasks discarded by thread_pool::cancel()");
+  try {
+    g.wait("thread_pool::parallel_for: loop tasks discarded by thread_pool::cancel()");
+  } catch (const std::system_error& e) {
+    // cancel() discarded loop tasks: an error only if their part was left undone.
+    if (error) std::rethrow_exception(error);
+    bool undone = false;
+    for (std::size_t ni = 0; ni < count; ++ni) undone = undone || loop.left(ni) != 0;
+    if (undone || e.code() != std::errc::operation_canceled) throw;
+  }
   if (error) std::rethrow_exception(error);
 }
 

@@ -68,8 +68,6 @@ inline constexpr int default_remote_distance = 20;
 
 namespace detail {
 
-/// The nodes the running kernel has (online), read once; {0} on a kernel without NUMA. Every
-/// node number a caller gives is checked against this list (a topology may be synthetic).
 /// A node list from sysfs (kernel list syntax: "0-3,5"); empty when unreadable.
 inline std::vector<node_id> sysfs_node_list(const char* path) {
   std::ifstream in(path);
@@ -80,6 +78,8 @@ inline std::vector<node_id> sysfs_node_list(const char* path) {
   return out;
 }
 
+/// The nodes the running kernel has (online), read once; {0} on a kernel without NUMA. Every
+/// node number a caller gives is checked against this list (a topology may be synthetic).
 inline const std::vector<node_id>& kernel_nodes() {
   static const std::vector<node_id> nodes = [] {
     std::vector<node_id> out = sysfs_node_list("/sys/devices/system/node/online");
@@ -88,8 +88,6 @@ inline const std::vector<node_id>& kernel_nodes() {
   }();
   return nodes;
 }
-/// Read during static initialisation, before any thread can fork: a child forked while another
-/// thread runs a C++ static's first initialisation waits on its guard forever.
 /// The kernel's nodes that have memory (sysfs has_memory; a node with CPUs only has none);
 /// every node when the kernel does not say.
 inline const std::vector<node_id>& memory_nodes() {
@@ -99,6 +97,8 @@ inline const std::vector<node_id>& memory_nodes() {
   }();
   return nodes;
 }
+/// Read during static initialisation, before any thread can fork: a child forked while another
+/// thread runs a C++ static's first initialisation waits on its guard forever.
 inline const bool kernel_nodes_ready = [] {
   try {
     (void)kernel_nodes();

@@ -220,8 +220,17 @@ class scheduler {
   /// choice when the node is unknown (-1, or outside the process's topology) or the pool's
   /// nodes are logical.
   std::size_t near_node(int data_node) {
-    const std::size_t i = data_node >= 0 && config_.kernel_nodes ? config_.plan.nearest(data_node) : steal_plan::no_node;
+    const std::size_t i = nearest_index(data_node);
     return i != steal_plan::no_node ? i : policy_node();
+  }
+  /// The pool node index nearest to kernel node `data_node`; steal_plan::no_node when the node
+  /// is unknown (-1, outside the topology) or the pool's nodes are logical.
+  std::size_t nearest_index(int data_node) const noexcept {
+    return data_node >= 0 && config_.kernel_nodes ? config_.plan.nearest(data_node) : steal_plan::no_node;
+  }
+  /// The node index of the pool worker running the calling thread; `otherwise` for any other thread.
+  std::size_t worker_node_index(std::size_t otherwise) const noexcept {
+    return is_own_worker() ? this_worker.self->node_index : otherwise;
   }
   /// Runs tasks (a worker: of its node; an outside thread: its own submissions, where
   /// config.outside_threads_help) until `g` has nothing outstanding.
