@@ -800,7 +800,7 @@ inline std::vector<node_weight> bandwidth_weights(const topology& topo) {
   std::vector<node_weight> out;
   for (std::size_t j = 0; j < best.size(); ++j) {
     std::uint64_t w = most == 0 ? (has_memory[j] ? 1 : 0) : best[j] / g;
-    if (most / g > 100 && w != 0)
+    if (most != 0 && most / g > 100 && w != 0)  // g is 0 when no node has a value
       w = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(100.0 * static_cast<double>(best[j]) / static_cast<double>(most) + 0.5));
     out.push_back({topo.nodes()[j], static_cast<unsigned>(w)});
   }
