@@ -173,8 +173,16 @@ TEST(NextTouchNuma, AFullTargetNodeLeavesDataIntactAndCountsFailures) {
   EXPECT_EQ(seen, before);
   EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
   const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
-  EXPECT_GT(s.pages_failed, 0u) << "pages moved: " << s.pages_moved;
+  // How many pages the kernel finds room for depends on what it can reclaim there (6.12 in the
+  // tiered guest sometimes takes them all). What is guaranteed: every page is on one of the two
+  // nodes, and every page counted as moved is on the full node. (A page counted as failed may
+  // have moved: when part of a batch fails, move_pages reports a count, not each page's status.)
+  const auto raw = query_pages(r.p, r.bytes);
+  std::printf("full node %d: %llu pages moved, %llu failed\n", full, static_cast<unsigned long long>(s.pages_moved),
+              static_cast<unsigned long long>(s.pages_failed));
   EXPECT_EQ(s.pages_failed + s.pages_moved, r.bytes / ps);
+  EXPECT_GE(raw.on(full), s.pages_moved);
+  EXPECT_EQ(raw.on(full) + raw.on(nodes.front()), r.bytes / ps);
   numaaff::deallocate(hog, hog_bytes, strict_now);
 }
 
