@@ -211,6 +211,16 @@ TEST(ExecPolicy, TheLeastUnfinishedWorkPerWorkerTiesRotating) {
         << "start " << r.start;
 }
 
+// static_part_of is static_block's inverse, for ranges shorter and longer than the team.
+TEST(IndexPartition, StaticPartOfIsTheInverseOfStaticBlock) {
+  for (std::size_t n : {1u, 2u, 5u, 12u, 13u, 1000u})
+    for (std::size_t parts : {1u, 2u, 3u, 5u, 7u, 16u})
+      for (std::size_t i = 0; i < parts; ++i) {
+        const auto [lo, hi] = numaaff::static_block(n, parts, i);
+        for (std::size_t at = lo; at < hi; ++at) ASSERT_EQ(numaaff::static_part_of(n, parts, at), i) << n << "/" << parts << " @" << at;
+      }
+}
+
 TEST(IndexPartition, StaticBlocksPerWorkerAndContiguousPerNode) {
   const numaaff::index_partition part({0, 0, 1, 1, 1});
   const auto w = part.worker_blocks(0, 12);  // 12 over 5: 3, 3, 2, 2, 2

@@ -231,10 +231,7 @@ inline std::vector<std::vector<index_block>> blocks_by_data(const team_plan& pla
         if (best < team_nodes.size()) return best;
       }
     }
-    // The schedule(static) owner: static_block gives the first `extra` threads base + 1.
-    const std::size_t n = last - first, base = n / threads, extra = n % threads, at = index - first;
-    const std::size_t owner = at < extra * (base + 1) ? at / (base + 1) : extra + (at - extra * (base + 1)) / base;
-    return slot_of(plan.node[std::min(owner, threads - 1)]);
+    return slot_of(plan.node[static_part_of(last - first, threads, index - first)]);  // the schedule(static) owner
   };
   std::vector<std::vector<index_block>> per_node(team_nodes.size());
   detail::for_each_data_block("blocks_by_data", array, bytes_per_index, first, last, grain, [&](std::size_t lo, std::size_t hi, int node) {

@@ -46,6 +46,13 @@ inline std::pair<std::size_t, std::size_t> static_block(std::size_t n, std::size
   return {first, first + base + (i < extra ? 1 : 0)};
 }
 
+/// Which of `parts` holds item `at` of n items cut by static_block (its inverse): the first
+/// n % parts parts hold one item more. Requires parts > 0 and at < n.
+inline std::size_t static_part_of(std::size_t n, std::size_t parts, std::size_t at) noexcept {
+  const std::size_t base = n / parts, extra = n % parts, long_items = extra * (base + 1);
+  return at < long_items ? at / (base + 1) : extra + (at - long_items) / base;  // base > 0 here: at < n
+}
+
 /// The static partition of index ranges over workers in node order (see the file comment).
 class index_partition {
  public:

@@ -653,9 +653,7 @@ void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, dynam
       if (b.last > b.first) parts[sched_.index_of(b.node)].push_back({b.first, b.last});
   } else {
     parts = detail::data_parts(sched_, first, last, s, [&](std::size_t i) {
-      for (const index_block& b : statics)
-        if (i < b.last) return sched_.index_of(b.node);
-      return sched_.index_of(statics.back().node);
+      return sched_.index_of(partition_.worker_nodes()[static_part_of(last - first, partition_.workers(), i - first)]);
     });
   }
   std::vector<std::size_t> takers(count);
