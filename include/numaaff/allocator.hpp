@@ -61,6 +61,7 @@
 #include <string>
 #include <system_error>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace numaaff {
@@ -522,15 +523,12 @@ constexpr std::uint64_t room_plus(std::uint64_t a, std::uint64_t b) noexcept { r
  */
 inline std::vector<node_id> tier_order(const topology& t, memory_attribute tier, node_id from) {
   if (tier != memory_attribute::capacity) return t.targets_by(tier, from);
-  std::vector<node_id> order = t.nodes_by_distance(from);
-  std::vector<std::uint64_t> room(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) room[i] = node_room(order[i]);
-  std::vector<std::size_t> at(order.size());
-  std::iota(at.begin(), at.end(), std::size_t{0});
-  std::stable_sort(at.begin(), at.end(), [&](std::size_t x, std::size_t y) { return room[x] > room[y]; });
-  std::vector<node_id> out;
-  for (std::size_t i : at) out.push_back(order[i]);
-  return out;
+  std::vector<std::pair<std::uint64_t, node_id>> ranked;  // (room, node), nearest first
+  for (node_id n : t.nodes_by_distance(from)) ranked.emplace_back(node_room(n), n);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+  std::vector<node_id> order;
+  for (const auto& r : ranked) order.push_back(r.second);
+  return order;
 }
 
 /// The calling thread's node in `t` (its homenode, or where it runs; the first node if neither is in `t`).
@@ -540,16 +538,16 @@ inline node_id tier_origin(const topology& t) {
 }
 
 /// tier_order for the calling thread on this system: from its homenode (or the node it runs
-/// on). The bandwidth and latency orders are fixed: the last one is kept per thread.
-inline std::vector<node_id> tier_order_here(memory_attribute tier) {
+/// on). The bandwidth and latency orders are fixed: the last one is kept per thread (no guard
+/// a fork could leave held), and returned without a copy; the capacity order is recomputed.
+/// Valid until the thread's next call.
+inline const std::vector<node_id>& tier_order_here(memory_attribute tier) {
   const topology& t = topology::system();
   const node_id from = tier_origin(t);
-  if (tier == memory_attribute::capacity) return tier_order(t, tier, from);
-  // Per thread (no guard a fork could leave held): the last order asked for.
   thread_local memory_attribute cached_tier = memory_attribute::capacity;
   thread_local node_id cached_from = -1;
   thread_local std::vector<node_id> cached;
-  if (cached_from != from || cached_tier != tier) {
+  if (tier == memory_attribute::capacity || cached_from != from || cached_tier != tier) {
     cached = tier_order(t, tier, from);
     cached_from = from;
     cached_tier = tier;
@@ -600,7 +598,7 @@ inline alloc_options tier_options(std::size_t bytes, std::size_t align) noexcept
  * whole huge pages in a block of 2 MiB or more, so that no huge page straddles two tiers.
  */
 inline void* tier_allocate(memory_attribute tier, std::size_t bytes, std::size_t align) {
-  const std::vector<node_id> order = tier_order_here(tier);
+  const std::vector<node_id>& order = tier_order_here(tier);
   const alloc_options o = tier_options(bytes, align);
   if (is_small(bytes, align)) {
     const auto roomy = std::find_if(order.begin(), order.end(), [](node_id n) { return node_room(n) >= 2 * slab_size; });
@@ -783,13 +781,15 @@ namespace detail {
 /// (node_bandwidth: from its best CPU node, as the kernel's own demotion tiers rank memory),
 /// slowest first, then the others; ties farthest from `from` first.
 inline std::vector<node_id> demotion_order(const topology& t, node_id from) {
-  std::vector<node_id> order = t.nodes_by_distance(from);
-  std::reverse(order.begin(), order.end());
-  std::stable_sort(order.begin(), order.end(), [&](node_id x, node_id y) {
-    const std::uint64_t bx = node_bandwidth(t, x), by = node_bandwidth(t, y);
-    if ((bx != 0) != (by != 0)) return bx != 0;
-    return bx < by;
+  std::vector<std::pair<std::uint64_t, node_id>> ranked;  // (bandwidth, node), farthest first
+  const std::vector<node_id> near_first = t.nodes_by_distance(from);
+  for (auto it = near_first.rbegin(); it != near_first.rend(); ++it) ranked.emplace_back(node_bandwidth(t, *it), *it);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& x, const auto& y) {
+    if ((x.first != 0) != (y.first != 0)) return x.first != 0;
+    return x.first < y.first;
   });
+  std::vector<node_id> order;
+  for (const auto& r : ranked) order.push_back(r.second);
   return order;
 }
 
