@@ -19,14 +19,21 @@
 //   place_on_touch the same lazily (numaaff::place_blocks_on_next_touch): the grid is armed
 //                and whoever touches a chunk first (an owner, or a neighbour reading its
 //                edge) moves each of its pages to its block's owner
+//   follow_data  next_touch's phase change, then the solver's steps need no owner list: a
+//                loop that follows the data runs each block on the node holding it (pool:
+//                parallel_for with dynamic_schedule{1}.following(grid), which also balances
+//                the 4x blocks; OpenMP: numaaff::openmp::blocks_by_data)
+// The `ran` column is the share of block pages on the node of the CPU that last updated them
+// (sched_getcpu at each update): what the loop made of the placement.
 // --thp on|off|system: transparent huge pages for the grid (madvise), or the system's default.
 // --nt-chunk array|default|adaptive|PAGES: next_touch arms the changed blocks with one array per
 // chunk (array, the default), or the whole grid in one call with the library's default chunk,
 // adaptive claims, or chunks of PAGES pages (the chunk sweep in benchmarks/README.md).
 // Runtimes: OpenMP (a team bound by numaaff::openmp) and the numaaff pool, one owner per thread.
-// --csv prints `amr,runtime,strategy,phase,moved,before,after,seconds` rows instead (for
-// benchmarks/plot.sh). --check exits 1 if move_to, next_touch (with the owner-touch loop),
-// place_blocks or place_on_touch end a phase below 99% local on a multi-node machine.
+// --csv prints `amr,runtime,strategy,phase,moved,before,after,seconds,ran` rows instead (for
+// benchmarks/plot.sh). --check exits 1 if move_to, next_touch or follow_data (with the
+// owner-touch loop), place_blocks or place_on_touch end a phase below 99% local on a multi-node
+// machine.
 // On one node everything is local: run it in the VM, tests/vm/numaaff-vm -- build/.../amr.
 #include "cli.hpp"
 
@@ -66,6 +73,9 @@ struct settings {
 
 // Runs body(owner) for every owner at once and returns when all are done.
 using team_run = std::function<void(const std::function<void(std::size_t)>&)>;
+class grid;
+// Runs body(block) for every block of the grid, each on the node that holds it.
+using data_run = std::function<void(const grid&, const std::function<void(std::size_t)>&)>;
 
 class grid {
  public:
@@ -166,6 +176,7 @@ std::vector<std::size_t> partition(const settings& s, std::size_t phase, std::si
 struct phase_result {
   std::size_t moved = 0;  // blocks whose owner's node changed
   double before = 0, after = 0, seconds = 0;
+  double ran = 0;  // share of pages on the node that ran their block's last update
 };
 
 double locality(const grid& g, const std::vector<std::size_t>& owner, const std::vector<node_id>& owner_node) {
@@ -178,8 +189,18 @@ double locality(const grid& g, const std::vector<std::size_t>& owner, const std:
   return resident == 0 ? 0.0 : static_cast<double>(local) / static_cast<double>(resident);
 }
 
+double ran_locality(const grid& g, const std::vector<node_id>& ran_on) {
+  std::size_t local = 0, resident = 0;
+  for (std::size_t b = 0; b < g.count(); ++b) {
+    const numaaff::placement p = numaaff::where(g.block(b), g.block_bytes());
+    local += ran_on[b] >= 0 ? p.pages_on(ran_on[b]) : 0;
+    resident += p.resident();
+  }
+  return resident == 0 ? 0.0 : static_cast<double>(local) / static_cast<double>(resident);
+}
+
 std::vector<phase_result> run_strategy(const std::string& strategy, const settings& s, const team_run& team,
-                                       const std::vector<node_id>& owner_node) {
+                                       const data_run& follow, const std::vector<node_id>& owner_node) {
   const std::size_t owners = owner_node.size();
   grid g(s);
   if (strategy == "interleave") {
@@ -214,7 +235,7 @@ std::vector<phase_result> run_strategy(const std::string& strategy, const settin
         numaaff::place_blocks_on_next_touch(g.data(), g.count() * g.block_bytes(), g.block_bytes(), new_nodes);
       } else if (strategy == "move_to") {
         for (std::size_t b : changed) numaaff::move_to(g.block(b), g.block_bytes(), owner_node[owner[b]]);
-      } else if (strategy == "next_touch") {
+      } else if (strategy == "next_touch" || strategy == "follow_data") {
         numaaff::next_touch_options o;
         if (s.nt_chunk == "array") {
           o.chunk_bytes = g.array_bytes();  // chunks never straddle blocks of different owners
@@ -237,15 +258,25 @@ std::vector<phase_result> run_strategy(const std::string& strategy, const settin
     } else {
       r.before = locality(g, owner, owner_node);
     }
+    std::vector<node_id> ran_on(g.count(), -1);
+    const auto update = [&](std::size_t b) {
+      for (int k = 0; k < weight[b]; ++k) g.update(b, from);
+      std::error_code ec;
+      ran_on[b] = numaaff::current_node(ec);
+    };
     for (std::size_t step = 0; step < s.steps; ++step, from = 1 - from) {
-      team([&](std::size_t o) {
-        for (std::size_t b = 0; b < g.count(); ++b)
-          if (owner[b] == o)
-            for (int k = 0; k < weight[b]; ++k) g.update(b, from);
-      });
+      if (strategy == "follow_data") {
+        follow(g, update);
+      } else {
+        team([&](std::size_t o) {
+          for (std::size_t b = 0; b < g.count(); ++b)
+            if (owner[b] == o) update(b);
+        });
+      }
     }
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     r.after = locality(g, owner, owner_node);
+    r.ran = ran_locality(g, ran_on);
   }
   return out;
 }
@@ -253,43 +284,47 @@ std::vector<phase_result> run_strategy(const std::string& strategy, const settin
 // The strategies --check holds to 99% at the end of every phase change (phase 0 is first
 // touch, which huge pages spread over the first toucher's neighbours): next touch only with
 // its owner-touch loop (without it the first toucher is whoever reads the halo first, which
-// is the point of the comparison).
+// is the point of the comparison). follow_data only without huge pages: a huge page split for
+// migration leaves its all-zero subpages on the shared zero page (Linux 6.12), so they go
+// wherever they are first written, and a balancing loop lets a helping node write a few
+// blocks (the `ran` column says how many; benchmarks/README.md has the figures).
 bool judged(const std::string& strategy, const settings& s) {
   return strategy == "move_to" || strategy == "place_blocks" || strategy == "place_on_touch" ||
-         (strategy == "next_touch" && s.owner_touch);
+         (strategy == "next_touch" && s.owner_touch) || (strategy == "follow_data" && s.owner_touch && s.thp != "on");
 }
 
 // Runs every strategy on one runtime and prints the table; false if a judged strategy ended a
 // phase below 99% local.
 bool run_runtime(const std::string& name, const settings& s, const std::string& only, const team_run& team,
-                 const std::vector<node_id>& owner_node, bool csv) {
+                 const data_run& follow, const std::vector<node_id>& owner_node, bool csv) {
   std::vector<std::string> names;
   std::vector<std::vector<phase_result>> results;
-  for (const char* st : {"first_touch", "interleave", "move_to", "next_touch", "place_blocks", "place_on_touch"}) {
+  for (const char* st : {"first_touch", "interleave", "move_to", "next_touch", "place_blocks", "place_on_touch", "follow_data"}) {
     if (only != "all" && only != st) continue;
     names.push_back(st);
-    results.push_back(run_strategy(st, s, team, owner_node));
+    results.push_back(run_strategy(st, s, team, follow, owner_node));
   }
   bool ok = true;
   if (csv) {
     for (std::size_t k = 0; k < names.size(); ++k)
       for (std::size_t p = 0; p < s.phases; ++p) {
         const phase_result& r = results[k][p];
-        std::printf("amr,%s,%s,%zu,%zu,%.4f,%.4f,%.4f\n", name.c_str(), names[k].c_str(), p, r.moved, r.before, r.after, r.seconds);
+        std::printf("amr,%s,%s,%zu,%zu,%.4f,%.4f,%.4f,%.4f\n", name.c_str(), names[k].c_str(), p, r.moved, r.before, r.after,
+                    r.seconds, r.ran);
         if (p > 0 && judged(names[k], s) && r.after < 0.99) ok = false;
       }
     return ok;
   }
-  std::printf("%s runtime, %zu owner threads; per strategy: local%% at the phase change -> at its end, phase time\n", name.c_str(),
-              owner_node.size());
+  std::printf("%s runtime, %zu owner threads; per strategy: local%% at the phase change -> at its end, phase time, ran%%\n",
+              name.c_str(), owner_node.size());
   std::printf("phase  moved");
-  for (const auto& n : names) std::printf(" | %-25s", n.c_str());
+  for (const auto& n : names) std::printf(" | %-32s", n.c_str());
   std::printf("\n");
   for (std::size_t p = 0; p < s.phases; ++p) {
     std::printf("%5zu  %5zu", p, results.front()[p].moved);
     for (std::size_t k = 0; k < names.size(); ++k) {
       const phase_result& r = results[k][p];
-      std::printf(" | %5.1f -> %5.1f %7.1f ms", 100.0 * r.before, 100.0 * r.after, 1e3 * r.seconds);
+      std::printf(" | %5.1f -> %5.1f %7.1f ms %5.1f", 100.0 * r.before, 100.0 * r.after, 1e3 * r.seconds, 100.0 * r.ran);
       if (p > 0 && judged(names[k], s) && r.after < 0.99) ok = false;
     }
     std::printf("\n");
@@ -303,14 +338,14 @@ bool run_runtime(const std::string& name, const settings& s, const std::string& 
 int main(int argc, char** argv) {
   example_cli::args a(argc, argv,
                       "[--runtime omp|pool|both] [--strategy first_touch|interleave|move_to|next_touch|place_blocks|"
-                      "place_on_touch|all] "
+                      "place_on_touch|follow_data|all] "
                       "[--blocks N] [--cells C] [--steps K] [--phases P] [--thp on|off|system] [--no-owner-touch] "
                       "[--nt-chunk array|default|adaptive|PAGES] "
                       "[--check] [--csv]");
   const std::string runtime = a.choice("runtime", "both", {"omp", "pool", "both"});
   const std::string strategy =
       a.choice("strategy", "all",
-               {"first_touch", "interleave", "move_to", "next_touch", "place_blocks", "place_on_touch", "all"});
+               {"first_touch", "interleave", "move_to", "next_touch", "place_blocks", "place_on_touch", "follow_data", "all"});
   settings s;
   s.blocks = a.size("blocks", 16, 2, 256);
   s.cells = a.size("cells", 128, 8, 4096);
@@ -344,7 +379,10 @@ int main(int argc, char** argv) {
       const team_run team = [&](const std::function<void(std::size_t)>& body) {
         pool.parallel_for(0, owner_node.size(), [&](std::size_t o) { body(o); });
       };
-      ok = run_runtime(csv ? "pool" : "numaaff pool", s, strategy, team, owner_node, csv) && ok;
+      const data_run follow = [&](const grid& g, const std::function<void(std::size_t)>& body) {
+        pool.parallel_for(0, g.count(), body, numaaff::dynamic_schedule{1}.following(g.data(), g.block_bytes()));
+      };
+      ok = run_runtime(csv ? "pool" : "numaaff pool", s, strategy, team, follow, owner_node, csv) && ok;
     }
     if (runtime != "pool") {
 #if defined(_OPENMP)
@@ -354,13 +392,19 @@ int main(int argc, char** argv) {
 #pragma omp parallel num_threads(plan.size())
         body(static_cast<std::size_t>(omp_get_thread_num()));
       };
-      ok = run_runtime(csv ? "omp" : "OpenMP (team bound by numaaff::openmp)", s, strategy, team, plan.node, csv) && ok;
+      const data_run follow = [&](const grid& g, const std::function<void(std::size_t)>& body) {
+        const auto work = numaaff::openmp::blocks_by_data(plan, g.data(), g.block_bytes(), 0, g.count());
+#pragma omp parallel num_threads(plan.size())
+        for (const numaaff::index_block& b : work[static_cast<std::size_t>(omp_get_thread_num())])
+          for (std::size_t i = b.first; i < b.last; ++i) body(i);
+      };
+      ok = run_runtime(csv ? "omp" : "OpenMP (team bound by numaaff::openmp)", s, strategy, team, follow, plan.node, csv) && ok;
 #else
       std::printf("OpenMP runtime: not built (no OpenMP compiler support found)\n\n");
 #endif
     }
     if (check && report.placement_effective() && !ok) {
-      std::printf("check: move_to, next_touch, place_blocks or place_on_touch ended a phase below 99%% local\n");
+      std::printf("check: move_to, next_touch, place_blocks, place_on_touch or follow_data ended a phase below 99%% local\n");
       return 1;
     }
     return 0;

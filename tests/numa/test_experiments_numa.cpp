@@ -31,7 +31,7 @@ TEST(ExperimentsNuma, AmrMoveToAndNextTouchEndEveryPhaseLocal) {
   NUMAAFF_REQUIRE_NODES(2);
   const std::string out = run_command(std::string(NUMAAFF_AMR) + " --blocks 6 --cells 32 --steps 2 --phases 3 --check --csv");
   EXPECT_FALSE(has(out, "exit status")) << out;
-  // amr,runtime,strategy,phase,moved,before,after,seconds: owners changed node at some phase.
+  // amr,runtime,strategy,phase,moved,before,after,seconds,ran: owners changed node at some phase.
   std::istringstream rows(out);
   std::string row;
   int moved = 0, rows_seen = 0;
