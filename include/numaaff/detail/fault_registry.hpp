@@ -203,6 +203,31 @@ inline page_batch<handler_batch> handler_buffers[handler_buffer_count];
 inline std::atomic<std::uint64_t> handler_buffers_busy{0};
 static_assert(handler_buffer_count <= 64, "one bit per buffer");
 
+/**
+ * After a move_pages that stopped early (b.status holds a fresh query of the n pages): moves
+ * once more the resident pages that are not on their target, then queries them again, so that
+ * b.status says where every page is. Pages are regrouped in place; counting needs no order.
+ */
+template <std::size_t N>
+inline void retry_untried(page_batch<N>& b, std::size_t n) noexcept {
+  std::size_t m = 0;  // the pages to retry, moved to the front
+  for (std::size_t i = 0; i < n; ++i)
+    if (b.status[i] >= 0 && b.status[i] != b.nodes[i]) {
+      void* const page = b.pages[i];
+      const int node = b.nodes[i], status = b.status[i];
+      b.pages[i] = b.pages[m];
+      b.nodes[i] = b.nodes[m];
+      b.status[i] = b.status[m];
+      b.pages[m] = page;
+      b.nodes[m] = node;
+      b.status[m] = status;
+      ++m;
+    }
+  if (m == 0) return;
+  (void)sys_move_pages(m, b.pages, b.nodes, b.status, MPOL_MF_MOVE);
+  (void)sys_move_pages(m, b.pages, nullptr, b.status, 0);
+}
+
 /// Moves [start, start + len) to `node`, N pages per call, counting the outcome.
 template <std::size_t N>
 inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t len, int node,
@@ -219,10 +244,15 @@ inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t l
       if (r.error != ENOSYS) nt_counters.pages_failed.fetch_add(n, std::memory_order_relaxed);
       continue;  // ENOSYS: no NUMA, nothing to move; the chunk is open all the same
     }
-    bool busy = false;
-    for (std::size_t i = 0; i < n; ++i) busy |= b.status[i] == -EBUSY;
-    // Tail pages of a transparent huge page report EBUSY although the huge page moved.
-    if (busy) sys_move_pages(n, b.pages, nullptr, b.status, 0);
+    // A positive result counts pages the kernel did not move: it stopped at the first page it
+    // could not migrate, wrote no status for that page's group and did not try the pages after
+    // it. Tail pages of a transparent huge page report EBUSY although the huge page moved.
+    bool requery = r.value > 0;
+    for (std::size_t i = 0; i < n && !requery; ++i) requery = b.status[i] == -EBUSY;
+    if (requery) {
+      (void)sys_move_pages(n, b.pages, nullptr, b.status, 0);
+      if (r.value > 0) retry_untried(b, n);
+    }
     std::uint64_t moved = 0, unpopulated = 0, failed = 0;
     for (std::size_t i = 0; i < n; ++i) {
       if (b.status[i] == b.nodes[i]) {
