@@ -766,6 +766,31 @@ TEST(ThreadPoolSynthetic, DynamicLoopHelpsFromTheFarEnd) {
   }
 }
 
+// While node 0's only worker is busy, node 1's worker runs every loop task, including the one
+// queued on node 0, which it may take before its own is queued: whichever it runs, its
+// iterations must see node 1 as their homenode (the node they run on and work for first).
+TEST(ThreadPoolSynthetic, ALoopTaskRunByAnotherNodesWorkerHasThatNodeAsHomenode) {
+  thread_pool_options o = synthetic("pack:2 numa:1 pu:1");
+  o.steal = steal_mode::free;
+  thread_pool pool(o);
+  gate g;
+  arrivals in;
+  block_node(pool, 0, g, in);
+  in.await(1);
+  const std::size_t n = 64;
+  std::vector<std::atomic<int>> by(n);
+  std::string wrong;
+  for (int round = 0; round < 300 && wrong.empty(); ++round) {
+    for (auto& b : by) b.store(-1);
+    pool.parallel_for(0, n, [&](std::size_t i) { by[i].store(numaaff::this_homenode()); }, numaaff::dynamic_schedule{1});
+    for (std::size_t i = 0; i < n && wrong.empty(); ++i)
+      if (by[i].load() != 1) wrong = "round " + std::to_string(round) + ", index " + std::to_string(i) + ": homenode " + std::to_string(by[i].load());
+  }
+  g.open();  // before any assertion can return
+  pool.wait();
+  EXPECT_EQ(wrong, "");
+}
+
 TEST(ThreadPoolHost, CancelDiscardsWhatHasNotStarted) {
   thread_pool pool;
   gate g;

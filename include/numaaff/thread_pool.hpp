@@ -673,7 +673,16 @@ void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, dynam
   for (std::size_t ni = 0; ni < count; ++ni) {
     for (std::size_t w = 0; w < sched_.node_state(ni).workers.size(); ++w) {
       g.run([this, &loop, &f, &error, &failed, ni] {
-        loop.run(sched_.worker_node_index(ni), [&](std::size_t lo, std::size_t hi, std::size_t) {
+        // The worker runs its own node's part first, so that is the homenode its iterations
+        // see (this_homenode, local allocators), not the node the task was queued on.
+        const std::size_t mine = sched_.worker_node_index(ni);
+        const detail::homenode_state queued_as = detail::thread_home;
+        detail::thread_home.node = node_ids_[mine];
+        struct restore {
+          detail::homenode_state saved;
+          ~restore() { detail::thread_home = saved; }
+        } const restore_home{queued_as};
+        loop.run(mine, [&](std::size_t lo, std::size_t hi, std::size_t) {
           try {
             if constexpr (ranged) {
               f(lo, hi);
