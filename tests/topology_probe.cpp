@@ -1,12 +1,16 @@
 // Helper for test_topology and the multi-node suite: prints what topology::system() sees, one
 // key=value per line, so a test can start it under taskset, numactl or an environment.
-// `topology_probe pool` prints what a default thread_pool would use instead.
+// `topology_probe pool` prints what a default thread_pool would use instead; `topology_probe
+// threaded` first starts a thread, as an MPI library does before the program looks.
 #include <numaaff/thread_pool.hpp>
 #include <numaaff/topology.hpp>
 
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <mutex>
+#include <thread>
 
 namespace {
 
@@ -30,7 +34,25 @@ int main(int argc, char** argv) {
       print_pool();
       return 0;
     }
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread other;
+    if (argc > 1 && std::strcmp(argv[1], "threaded") == 0)
+      other = std::thread([&] {
+        std::unique_lock<std::mutex> lock(m);
+        cv.wait(lock, [&] { return done; });
+      });
     const numaaff::topology& t = numaaff::topology::system();
+    if (other.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        done = true;
+      }
+      cv.notify_one();
+      other.join();
+    }
+    std::printf("unusable=%d\n", t.restriction_is_unusable() ? 1 : 0);
     std::printf("nodes=%s\n", numaaff::detail::format_list(t.nodes()).c_str());
     std::printf("cpus=%s\n", numaaff::detail::format_list(t.cpus()).c_str());
     std::printf("restricted=%d\n", t.is_restricted() ? 1 : 0);

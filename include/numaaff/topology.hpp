@@ -285,6 +285,11 @@ class topology {
 
   /// True when the process may use only part of the machine (binding, cpuset, mempolicy).
   bool is_restricted() const noexcept { return !restriction_.empty(); }
+  /// True when the restriction leaves no usable pair of CPUs and memory: no CPU at all (CPUs
+  /// bound to a node whose memory is forbidden, memory bound to a node without CPUs), or no
+  /// node with both an allowed CPU and allowed memory (`numactl --cpunodebind=1 --membind=0`).
+  /// numaaff then runs as on one node 0 holding the usable CPUs; restriction() names the cause.
+  bool restriction_is_unusable() const noexcept { return unusable_; }
   /// Human-readable account of the restriction; empty when unrestricted.
   const std::string& restriction() const noexcept { return restriction_; }
   /// NUMA nodes and CPUs of the whole machine, before any restriction.
@@ -344,6 +349,7 @@ class topology {
   topology_source source_ = topology_source::system;
   distance_source distance_source_ = distance_source::defaults;
   std::string restriction_;
+  bool unusable_ = false;
   std::string description_;
   std::size_t machine_nodes_ = 0;
   std::size_t machine_cpus_ = 0;
@@ -623,8 +629,11 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
       why += std::string(why.empty() ? "" : ", ") + "cgroup mems";
     detail::hwloc_bitmap_ptr bound = detail::make_hwloc_bitmap();
     hwloc_membind_policy_t policy{};
-    if (hwloc_get_membind(t, bound.get(), &policy, HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) == 0 &&
-        policy == HWLOC_MEMBIND_BIND && !hwloc_bitmap_isincluded(mems.get(), bound.get())) {
+    // hwloc answers for the whole process only while it has one thread; an MPI rank has its
+    // library's threads by now, and they share the policy `numactl --membind` gave the process.
+    const bool known = hwloc_get_membind(t, bound.get(), &policy, HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) == 0 ||
+                       hwloc_get_membind(t, bound.get(), &policy, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0;
+    if (known && policy == HWLOC_MEMBIND_BIND && !hwloc_bitmap_isincluded(mems.get(), bound.get())) {
       hwloc_bitmap_and(mems.get(), mems.get(), bound.get());
       why += std::string(why.empty() ? "" : ", ") + "memory binding";
     }
@@ -673,6 +682,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     topo.kind_of_.emplace_back(obj->subtype != nullptr ? obj->subtype : "");
     kept.push_back(obj);
   }
+  topo.unusable_ = live && !why.empty() && !all_nodes.empty() && topo.nodes_.empty();
   if (topo.nodes_.empty()) {
     // No NUMA information at all (or an impossible restriction): one node 0 with every usable
     // CPU keeps every caller working, which is what a non-NUMA kernel means.
@@ -690,10 +700,15 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     }
   }
   std::sort(topo.cpus_.begin(), topo.cpus_.end());
+  topo.unusable_ = topo.unusable_ || (live && !why.empty() && topo.cpus_.empty());
   if (!why.empty()) {
     topo.restriction_ = "restricted by " + why + ": cpus " + detail::format_list(topo.cpus_) + " of " +
                         std::to_string(topo.machine_cpus_) + ", nodes " + detail::format_list(topo.nodes_) +
                         " of " + std::to_string(topo.machine_nodes_);
+    if (topo.unusable_)
+      topo.restriction_ += "; unusable: no node has both an allowed CPU and allowed memory (cpus " +
+                           detail::format_list(detail::bitmap_to_vector(usable.get())) + ", memory nodes " +
+                           detail::format_list(detail::bitmap_to_vector(mems.get())) + ")";
   }
 
   // Distances: the first NUMA-node matrix hwloc has (Linux: sysfs node*/distance, from the

@@ -128,6 +128,23 @@ TEST(TopologyNuma, NumactlCpuNodeBindRestrictsTheView) {
   EXPECT_NE(free_run.find("restricted=0"), std::string::npos) << free_run;
 }
 
+// numactl --membind seen from a process that already has a second thread (an MPI rank: hwloc
+// cannot answer for the whole process then): memory bound to one node restricts the view, and
+// CPUs of one node with memory bound to another leave no usable node, which is said.
+TEST(TopologyNuma, MemoryBindingIsSeenInAThreadedProcess) {
+  NUMAAFF_REQUIRE_CPU_NODES(2);
+  const std::vector<int> nodes = numaaff_test::sysfs_cpu_nodes();
+  const std::string a = std::to_string(nodes.front()), b = std::to_string(nodes.back());
+  const std::string bound = numaaff_test::run_command("numactl --membind=" + a + " " NUMAAFF_TOPOLOGY_PROBE " threaded");
+  EXPECT_NE(bound.find("nodes=" + a + "\n"), std::string::npos) << bound;
+  EXPECT_NE(bound.find("memory binding"), std::string::npos) << bound;
+  EXPECT_NE(bound.find("unusable=0"), std::string::npos) << bound;
+  const std::string crossed =
+      numaaff_test::run_command("numactl --cpunodebind=" + b + " --membind=" + a + " " NUMAAFF_TOPOLOGY_PROBE " threaded");
+  EXPECT_NE(crossed.find("unusable=1"), std::string::npos) << crossed;
+  EXPECT_NE(crossed.find("memory nodes " + a + ")"), std::string::npos) << crossed;
+}
+
 TEST(TopologyNuma, PinThisThreadRunsTheThreadOnThatNodeWithThatHomenode) {
   NUMAAFF_REQUIRE_NODES(2);
   for (int n : numaaff_test::sysfs_nodes()) {
