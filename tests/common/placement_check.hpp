@@ -29,6 +29,12 @@ struct raw_placement {
     const auto it = per_node.find(node);
     return it == per_node.end() ? 0 : it->second;
   }
+  /// "node 0: 12, node 2: 6, unpopulated 0, other errors 0": for failure messages.
+  std::string to_string() const {
+    std::string s;
+    for (const auto& [node, count] : per_node) s += "node " + std::to_string(node) + ": " + std::to_string(count) + ", ";
+    return s + "unpopulated " + std::to_string(unpopulated) + ", other errors " + std::to_string(other_errors);
+  }
 };
 
 inline std::vector<int> sysfs_nodes();
