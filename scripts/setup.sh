@@ -14,6 +14,8 @@ packages=(
     libomp-dev
     # the C API's Fortran module and its example
     gfortran
+    # the MPI bridge's tests and examples (Open MPI, also run inside the VM)
+    openmpi-bin libopenmpi-dev
     # the emulated NUMA VM (tests/vm): qemu, a static busybox, kernel unpacking
     qemu-system-x86 busybox-static lz4 zstd xz-utils binutils apt-utils
     # the plots of benchmarks/README.md (benchmarks/plot.sh)

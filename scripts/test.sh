@@ -18,8 +18,8 @@ run_host_layer() { # DIR
     (cd "$1" && ctest -LE vm --output-on-failure -j "$jobs")
 }
 
-echo "==== g++, C++17 (also registers the VM layer, builds the benchmarks) ===="
-build_config "$b/gcc-17" g++ 17 -DNUMAAFF_BUILD_BENCHMARKS=ON -DNUMAAFF_VM_TESTS=ON
+echo "==== g++, C++17 (also registers the VM layer, builds the benchmarks and the MPI bridge's tests) ===="
+build_config "$b/gcc-17" g++ 17 -DNUMAAFF_BUILD_BENCHMARKS=ON -DNUMAAFF_VM_TESTS=ON -DNUMAAFF_MPI=ON
 run_host_layer "$b/gcc-17"
 
 echo "==== the host layer in a container: NUMA calls denied by a seccomp filter (EPERM) ===="
@@ -28,7 +28,7 @@ echo "==== the host layer in a container: NUMA calls denied by a seccomp filter 
 (cd "$b/gcc-17" && ./tests/numa_sandbox -- ctest -LE vm --output-on-failure -j "$jobs")
 
 echo "==== clang++, C++20 ===="
-build_config "$b/clang-20" clang++ 20 -DNUMAAFF_BUILD_BENCHMARKS=OFF
+build_config "$b/clang-20" clang++ 20 -DNUMAAFF_BUILD_BENCHMARKS=OFF -DNUMAAFF_MPI=ON
 run_host_layer "$b/clang-20"
 
 echo "==== g++, C++20 and clang++, C++17 ===="

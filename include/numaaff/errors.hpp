@@ -34,6 +34,8 @@ enum class errc {
   feature_unavailable = 7,  ///< the running kernel lacks the call (set_home_node before Linux 5.17)
   too_many_ranges = 8,      ///< the next-touch registry is full (disarm finished ranges)
   used_after_fork = 9,      ///< a thread_pool made before fork() was used in the child
+  unusable_binding = 10,    ///< the launcher's binding leaves this process no CPU or no memory node
+  mpi_call_failed = 11,     ///< an MPI call of the MPI bridge returned an error (the message has MPI's text)
 };
 
 namespace detail {
@@ -46,6 +48,8 @@ class numaaff_category final : public std::error_category {
       case errc::too_many_ranges: return "too many ranges are armed for next-touch at once";
       case errc::used_after_fork:
         return "the thread pool was created before fork(): its workers exist only in the parent process";
+      case errc::unusable_binding: return "the process's binding leaves it no usable CPU or memory node";
+      case errc::mpi_call_failed: return "an MPI call failed";
     }
     return "unknown numaaff error " + std::to_string(code);
   }
