@@ -50,6 +50,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -62,7 +63,7 @@ struct rank_view {
   std::string host;                   ///< gethostname()
   std::vector<int> cpus;              ///< the CPUs it may run on (cpuset AND binding)
   std::vector<node_id> cpu_nodes;     ///< the nodes of those CPUs
-  std::vector<node_id> memory_nodes;  ///< the nodes it may allocate from, memory-only ones included
+  std::vector<node_id> memory_nodes;  ///< the nodes with memory in its view: its CPUs' nodes and the allowed memory-only nodes
   std::string restriction;            ///< topology::restriction(), "" when unrestricted
 
   /// True when its CPUs lie on more than one node (`--bind-to none`, `--bind-to socket` on a
@@ -88,7 +89,7 @@ class job_layout {
    * The layouts that are usually mistakes, one sentence each: a rank that spans nodes, ranks
    * of one host that share CPUs (they oversubscribe each other's pools), ranks of one host
    * that share a node without sharing CPUs (their memory competes on that node). Empty for
-   * one rank per node, each bound to it.
+   * one rank per node, each bound to it. At most 32 sentences, the last saying how many more.
    */
   std::vector<std::string> problems() const;
   /**
@@ -120,9 +121,10 @@ rank_view this_rank(MPI_Comm comm = MPI_COMM_WORLD);
  * Every rank's view over `comm`. Collective (two MPI_Allgather and an MPI_Allgatherv of a few
  * hundred bytes per rank); call it once at start-up: nothing in numaaff needs it afterwards.
  * Thread safety: as the MPI library's for collectives on `comm`.
- * @throws as this_rank(), on every rank whose binding is unusable (the others then throw
- *         nothing but may block: call it where a rank's exception ends the job, as MPI
- *         programs do); numaaff::errc::mpi_call_failed if an MPI call fails.
+ * @throws std::system_error with numaaff::errc::unusable_binding on every rank when some
+ *         rank's binding is unusable (the message names each such rank, its host and its
+ *         binding; the collectives complete first, so no rank is left waiting);
+ *         numaaff::errc::mpi_call_failed if an MPI call fails.
  */
 job_layout gather_layout(MPI_Comm comm = MPI_COMM_WORLD);
 
@@ -139,7 +141,8 @@ MPI_Comm split_by_host(MPI_Comm comm = MPI_COMM_WORLD);
  * alone; with `ppr:2:numa` the two ranks of a node share one. Unlike Open MPI's
  * OMPI_COMM_TYPE_NUMA split, which puts each unbound rank alone, unbound ranks that span the
  * same nodes share one communicator. Collective; the caller frees it.
- * @throws as this_rank() and split_by_host().
+ * @throws numaaff::errc::unusable_binding on every rank of a host where some rank's binding is
+ *         unusable (after the collectives); numaaff::errc::mpi_call_failed as split_by_host().
  */
 MPI_Comm split_by_node(MPI_Comm comm = MPI_COMM_WORLD);
 
@@ -181,32 +184,62 @@ inline void mpi_check(int code, const char* call) {
 }
 
 inline std::string mpi_host_name() {
-  char name[HOST_NAME_MAX + 1] = {};
+  char name[HOST_NAME_MAX + 2] = {};
   if (gethostname(name, sizeof name - 1) != 0) return "?";
   return name;
 }
 
-// One rank's view as text, for the gather: fields on lines of their own.
-inline std::string mpi_encode(const mpi::rank_view& v) {
-  return v.host + "\n" + format_list(v.cpus) + "\n" + format_list(v.cpu_nodes) + "\n" +
-         format_list(v.memory_nodes) + "\n" + v.restriction;
+// A text field of the gathered view: the separator cannot occur in it.
+inline std::string mpi_field(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  return s;
 }
 
-inline mpi::rank_view mpi_decode(int rank, const std::string& s) {
+// This rank's view without throwing for an unusable binding (`unusable` says why), so that
+// collectives still run on every rank and all of them can report it.
+inline mpi::rank_view mpi_view(MPI_Comm comm, std::string& unusable) {
+  const topology& topo = topology::system();
+  mpi::rank_view v;
+  mpi_check(MPI_Comm_rank(comm, &v.rank), "MPI_Comm_rank");
+  v.host = mpi_host_name();
+  v.cpus = topo.cpus();
+  v.cpu_nodes = topo.cpu_nodes();
+  for (node_id n : topo.nodes())
+    if (topo.memory_of(n) > 0) v.memory_nodes.push_back(n);
+  v.restriction = topo.restriction();
+  unusable = topo.restriction_is_unusable() ? topo.restriction() : std::string();
+  return v;
+}
+
+[[noreturn]] inline void mpi_throw_unusable(const std::string& what) {
+  throw std::system_error(make_error_code(errc::unusable_binding), "numaaff: " + what);
+}
+
+// One rank's view as text, for the gather: one field per line, the last saying why the
+// binding is unusable ("" when it is not).
+inline std::string mpi_encode(const mpi::rank_view& v, const std::string& unusable) {
+  return mpi_field(v.host) + "\n" + format_list(v.cpus) + "\n" + format_list(v.cpu_nodes) + "\n" + format_list(v.memory_nodes) +
+         "\n" + mpi_field(v.restriction) + "\n" + mpi_field(unusable);
+}
+
+inline mpi::rank_view mpi_decode(int rank, const std::string& s, std::string& unusable) {
   mpi::rank_view v;
   v.rank = rank;
-  std::string field[5];
+  constexpr int fields = 6;
+  std::string field[fields];
   std::size_t at = 0;
-  for (int k = 0; k < 5; ++k) {
-    const std::size_t end = k == 4 ? s.size() : s.find('\n', at);
-    field[k] = s.substr(at, (end == std::string::npos ? s.size() : end) - at);
-    at = end == std::string::npos ? s.size() : end + 1;
+  for (int k = 0; k < fields; ++k) {
+    const std::size_t end = k == fields - 1 ? s.size() : std::min(s.find('\n', at), s.size());
+    field[k] = s.substr(std::min(at, s.size()), end - std::min(at, end));
+    at = end + 1;
   }
   v.host = field[0];
-  parse_list(field[1], v.cpus);
-  parse_list(field[2], v.cpu_nodes);
-  parse_list(field[3], v.memory_nodes);
+  const auto list = [](const std::string& text, std::vector<int>& out) { return text == "none" || parse_list(text, out); };
+  if (!list(field[1], v.cpus) || !list(field[2], v.cpu_nodes) || !list(field[3], v.memory_nodes))
+    throw std::system_error(make_error_code(errc::mpi_call_failed), "numaaff: gather_layout: rank " + std::to_string(rank) +
+                                                                       " sent a view that does not parse (another numaaff version?)");
   v.restriction = field[4];
+  unusable = field[5];
   return v;
 }
 
@@ -246,25 +279,25 @@ inline bool shares_any(const std::vector<int>& a, const std::vector<int>& b) {
 namespace numaaff::mpi {
 
 inline rank_view this_rank(MPI_Comm comm) {
-  const topology& topo = topology::system();
-  if (topo.restriction_is_unusable())
-    throw std::system_error(make_error_code(errc::unusable_binding), "numaaff: this rank's binding is unusable: " + topo.restriction());
-  rank_view v;
-  detail::mpi_check(MPI_Comm_rank(comm, &v.rank), "MPI_Comm_rank");
-  v.host = detail::mpi_host_name();
-  v.cpus = topo.cpus();
-  v.cpu_nodes = topo.cpu_nodes();
-  for (node_id n : topo.nodes())
-    if (topo.memory_of(n) > 0) v.memory_nodes.push_back(n);
-  v.restriction = topo.restriction();
+  std::string unusable;
+  rank_view v = detail::mpi_view(comm, unusable);
+  if (!unusable.empty()) detail::mpi_throw_unusable("this rank's binding is unusable: " + unusable);
   return v;
 }
 
 inline job_layout gather_layout(MPI_Comm comm) {
-  const std::vector<std::string> all = detail::mpi_allgather_strings(comm, detail::mpi_encode(this_rank(comm)));
+  std::string unusable;
+  const rank_view mine = detail::mpi_view(comm, unusable);
+  const std::vector<std::string> all = detail::mpi_allgather_strings(comm, detail::mpi_encode(mine, unusable));
   std::vector<rank_view> ranks;
   ranks.reserve(all.size());
-  for (std::size_t r = 0; r < all.size(); ++r) ranks.push_back(detail::mpi_decode(static_cast<int>(r), all[r]));
+  std::string bad;  // every unusable rank, the same text on every rank
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    std::string why;
+    ranks.push_back(detail::mpi_decode(static_cast<int>(r), all[r], why));
+    if (!why.empty()) bad += (bad.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + " on " + ranks.back().host + ": " + why;
+  }
+  if (!bad.empty()) detail::mpi_throw_unusable("unusable binding: " + bad);
   return job_layout(std::move(ranks));
 }
 
@@ -306,6 +339,12 @@ inline std::vector<std::string> job_layout::problems() const {
         out.push_back(pair + " share node " + format_list(shared) + " (different cpus): their memory competes there");
       }
     }
+  constexpr std::size_t most = 32;
+  if (out.size() > most) {
+    const std::size_t more = out.size() - (most - 1);
+    out.resize(most - 1);
+    out.push_back("and " + std::to_string(more) + " more like these");
+  }
   return out;
 }
 
@@ -340,13 +379,21 @@ inline std::string job_layout::to_string() const {
 
 inline void prepare_buffer(void* buffer, int count, MPI_Datatype type) {
   if (count < 0) detail::throw_invalid_argument("numaaff::mpi::prepare_buffer: count is negative (" + std::to_string(count) + ")");
+  if (type == MPI_DATATYPE_NULL) detail::throw_invalid_argument("numaaff::mpi::prepare_buffer: type is MPI_DATATYPE_NULL");
   if (count == 0) return;
   MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
   detail::mpi_check(MPI_Type_get_extent(type, &lb, &extent), "MPI_Type_get_extent");
   detail::mpi_check(MPI_Type_get_true_extent(type, &true_lb, &true_extent), "MPI_Type_get_true_extent");
-  const MPI_Aint first = true_lb + std::min<MPI_Aint>(0, static_cast<MPI_Aint>(count - 1) * extent);
-  const MPI_Aint last = true_lb + true_extent + std::max<MPI_Aint>(0, static_cast<MPI_Aint>(count - 1) * extent);
-  prepare_buffer(static_cast<char*>(buffer) + first, static_cast<std::size_t>(last - first));
+  // [true_lb + min(0, (count-1) * extent), true_lb + true_extent + max(0, (count-1) * extent))
+  MPI_Aint step = 0, first = 0, last = 0;
+  if (__builtin_mul_overflow(static_cast<MPI_Aint>(count - 1), extent, &step) ||
+      __builtin_add_overflow(true_lb, std::min<MPI_Aint>(0, step), &first) ||
+      __builtin_add_overflow(true_lb + true_extent, std::max<MPI_Aint>(0, step), &last) || last < first)
+    detail::throw_invalid_argument("numaaff::mpi::prepare_buffer: count " + std::to_string(count) +
+                                   " elements of this type exceed the address space");
+  // In addresses, so that MPI_BOTTOM with absolute displacements works too.
+  const std::uintptr_t at = reinterpret_cast<std::uintptr_t>(buffer) + static_cast<std::uintptr_t>(first);
+  if (last > first) prepare_buffer(reinterpret_cast<void*>(at), static_cast<std::size_t>(last - first));
 }
 
 inline MPI_Comm split_by_host(MPI_Comm comm) {
@@ -358,13 +405,18 @@ inline MPI_Comm split_by_host(MPI_Comm comm) {
 }
 
 inline MPI_Comm split_by_node(MPI_Comm comm) {
-  const rank_view me = this_rank(comm);
+  std::string unusable;
+  const rank_view me = detail::mpi_view(comm, unusable);
   MPI_Comm host = split_by_host(comm);
-  // Ranks of the host with the same node list share a colour: the host rank of the first of them.
+  // Ranks of the host with the same node list share a colour: the host rank of the first of
+  // them. An unusable binding is gathered too, so that every rank of its host throws.
   int color = 0;
   try {
-    const std::vector<std::string> lists = detail::mpi_allgather_strings(host, detail::format_list(me.cpu_nodes));
-    const std::string mine = detail::format_list(me.cpu_nodes);
+    const std::string mine = unusable.empty() ? detail::format_list(me.cpu_nodes) : "!" + detail::mpi_field(unusable);
+    const std::vector<std::string> lists = detail::mpi_allgather_strings(host, mine);
+    for (std::size_t r = 0; r < lists.size(); ++r)
+      if (!lists[r].empty() && lists[r][0] == '!')
+        detail::mpi_throw_unusable("unusable binding: rank " + std::to_string(r) + " of host " + me.host + ": " + lists[r].substr(1));
     color = static_cast<int>(std::find(lists.begin(), lists.end(), mine) - lists.begin());
   } catch (...) {
     MPI_Comm_free(&host);

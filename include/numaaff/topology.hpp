@@ -36,6 +36,7 @@
 #pragma once
 
 #include "detail/hwloc_handle.hpp"
+#include "detail/numa_calls.hpp"
 #include "detail/syscall.hpp"
 #include "detail/text.hpp"
 #include "detail/throw.hpp"
@@ -67,6 +68,19 @@ inline constexpr int local_distance = 10;
 inline constexpr int default_remote_distance = 20;
 
 namespace detail {
+
+/// The nodes of the calling thread's MPOL_BIND policy (what `numactl --membind` set, inherited
+/// by every thread it starts), or null when it has another policy or the call is refused.
+inline hwloc_bitmap_ptr membind_nodes() {
+  constexpr unsigned long bits = 4096;  // above any kernel's MAX_NUMNODES
+  unsigned long mask[bits / (8 * sizeof(unsigned long))] = {};
+  int mode = 0;
+  if (!sys_get_mempolicy(&mode, mask, bits, nullptr, 0) || (mode & 0xff) != MPOL_BIND) return nullptr;
+  hwloc_bitmap_ptr out = make_hwloc_bitmap();
+  for (unsigned long n = 0; n < bits; ++n)
+    if ((mask[n / (8 * sizeof(unsigned long))] >> (n % (8 * sizeof(unsigned long)))) & 1UL) hwloc_bitmap_set(out.get(), static_cast<unsigned>(n));
+  return out;
+}
 
 /// A node list from sysfs (kernel list syntax: "0-3,5"); empty when unreadable.
 inline std::vector<node_id> sysfs_node_list(const char* path) {
@@ -285,10 +299,11 @@ class topology {
 
   /// True when the process may use only part of the machine (binding, cpuset, mempolicy).
   bool is_restricted() const noexcept { return !restriction_.empty(); }
-  /// True when the restriction leaves no usable pair of CPUs and memory: no CPU at all (CPUs
-  /// bound to a node whose memory is forbidden, memory bound to a node without CPUs), or no
-  /// node with both an allowed CPU and allowed memory (`numactl --cpunodebind=1 --membind=0`).
-  /// numaaff then runs as on one node 0 holding the usable CPUs; restriction() names the cause.
+  /// True when the cpuset leaves no node with both an allowed CPU and allowed memory (a cgroup
+  /// whose cpuset.mems holds only memory-only nodes, or only nodes whose CPUs it forbids): the
+  /// view has no CPU, or is one node 0 with the usable CPUs; restriction() names the cause.
+  /// (A task memory binding, `numactl --membind`, restricts the view only where it leaves a
+  /// node with usable CPUs: `--cpunodebind=1 --membind=0` keeps node 1, memory remote.)
   bool restriction_is_unusable() const noexcept { return unusable_; }
   /// Human-readable account of the restriction; empty when unrestricted.
   const std::string& restriction() const noexcept { return restriction_; }
@@ -624,19 +639,16 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     }
   }
   detail::hwloc_bitmap_ptr mems = detail::copy_hwloc_bitmap(hwloc_topology_get_allowed_nodeset(t));
+  detail::hwloc_bitmap_ptr membind;
   if (live) {
     if (!hwloc_bitmap_isequal(mems.get(), hwloc_topology_get_complete_nodeset(t)))
       why += std::string(why.empty() ? "" : ", ") + "cgroup mems";
-    detail::hwloc_bitmap_ptr bound = detail::make_hwloc_bitmap();
-    hwloc_membind_policy_t policy{};
-    // hwloc answers for the whole process only while it has one thread; an MPI rank has its
-    // library's threads by now, and they share the policy `numactl --membind` gave the process.
-    const bool known = hwloc_get_membind(t, bound.get(), &policy, HWLOC_MEMBIND_PROCESS | HWLOC_MEMBIND_BYNODESET) == 0 ||
-                       hwloc_get_membind(t, bound.get(), &policy, HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) == 0;
-    if (known && policy == HWLOC_MEMBIND_BIND && !hwloc_bitmap_isincluded(mems.get(), bound.get())) {
-      hwloc_bitmap_and(mems.get(), mems.get(), bound.get());
-      why += std::string(why.empty() ? "" : ", ") + "memory binding";
-    }
+    // The memory binding `numactl --membind` (or a launcher) gave the process: the calling
+    // thread's policy, which every thread inherits (hwloc reports a preferred node as a
+    // binding, and answers for the process only while it has one thread, so not from hwloc).
+    // Applied only where it leaves a node we may run on: memory bound elsewhere (an HBM or
+    // CXL node without CPUs) leaves the CPUs' nodes in the view rather than none.
+    membind = detail::membind_nodes();
   }
 
   // Each PU belongs to one node: the first memory child of its nearest ancestor that has
@@ -660,6 +672,19 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     for (hwloc_obj_t m = a->memory_first_child; m != nullptr; m = m->next_sibling)
       if (m->type == HWLOC_OBJ_NUMANODE && (first == nullptr || m->os_index < first->os_index)) first = m;
     if (first != nullptr) machine_cpus_of[slot_of(first)].push_back(static_cast<int>(pu->os_index));
+  }
+
+  if (membind != nullptr && !hwloc_bitmap_isincluded(mems.get(), membind.get())) {
+    detail::hwloc_bitmap_ptr bound = detail::copy_hwloc_bitmap(mems.get());
+    hwloc_bitmap_and(bound.get(), bound.get(), membind.get());
+    bool runs_somewhere = false;
+    for (std::size_t k = 0; k < all_nodes.size() && !runs_somewhere; ++k)
+      if (hwloc_bitmap_isset(bound.get(), all_nodes[k]->os_index))
+        for (int c : machine_cpus_of[k]) runs_somewhere = runs_somewhere || hwloc_bitmap_isset(usable.get(), static_cast<unsigned>(c));
+    if (runs_somewhere) {
+      hwloc_bitmap_copy(mems.get(), bound.get());
+      why += std::string(why.empty() ? "" : ", ") + "memory binding";
+    }
   }
 
   std::vector<hwloc_obj_t> kept;  // the hwloc node of each of topo.nodes_

@@ -129,8 +129,9 @@ TEST(TopologyNuma, NumactlCpuNodeBindRestrictsTheView) {
 }
 
 // numactl --membind seen from a process that already has a second thread (an MPI rank: hwloc
-// cannot answer for the whole process then): memory bound to one node restricts the view, and
-// CPUs of one node with memory bound to another leave no usable node, which is said.
+// cannot answer for the whole process then): memory bound to one node restricts the view; a
+// preferred node (numaaff-run -n) does not; CPUs of one node with memory bound to another keep
+// the CPUs' node (the binding leaves no node to run on otherwise).
 TEST(TopologyNuma, MemoryBindingIsSeenInAThreadedProcess) {
   NUMAAFF_REQUIRE_CPU_NODES(2);
   const std::vector<int> nodes = numaaff_test::sysfs_cpu_nodes();
@@ -139,10 +140,27 @@ TEST(TopologyNuma, MemoryBindingIsSeenInAThreadedProcess) {
   EXPECT_NE(bound.find("nodes=" + a + "\n"), std::string::npos) << bound;
   EXPECT_NE(bound.find("memory binding"), std::string::npos) << bound;
   EXPECT_NE(bound.find("unusable=0"), std::string::npos) << bound;
+  const std::string preferred = numaaff_test::run_command("numactl --preferred=" + a + " " NUMAAFF_TOPOLOGY_PROBE " threaded");
+  EXPECT_NE(preferred.find("restricted=0"), std::string::npos) << preferred;
   const std::string crossed =
       numaaff_test::run_command("numactl --cpunodebind=" + b + " --membind=" + a + " " NUMAAFF_TOPOLOGY_PROBE " threaded");
-  EXPECT_NE(crossed.find("unusable=1"), std::string::npos) << crossed;
-  EXPECT_NE(crossed.find("memory nodes " + a + ")"), std::string::npos) << crossed;
+  EXPECT_NE(crossed.find("unusable=0"), std::string::npos) << crossed;
+  EXPECT_NE(crossed.find("node" + b + "="), std::string::npos) << crossed;
+  EXPECT_EQ(crossed.find("memory binding"), std::string::npos) << crossed;
+}
+
+// A cgroup whose cpuset.mems holds only a memory-only node leaves no node with both CPUs and
+// memory: the view says it is unusable and names the cgroup (the MPI bridge's error).
+TEST(TopologyNuma, ACgroupWithOnlyMemoryOnlyNodesIsAnUnusableRestriction) {
+  NUMAAFF_REQUIRE_MEMORY_TIERS();
+  const std::string m = std::to_string(numaaff_test::sysfs_memory_only_nodes().front());
+  const std::string out = numaaff_test::run_command(
+      "sh -c 'cg=/sys/fs/cgroup; (mountpoint -q $cg || mount -t cgroup2 none $cg) && echo +cpuset > $cg/cgroup.subtree_control && "
+      "mkdir -p $cg/numaaff_test && echo " + m + " > $cg/numaaff_test/cpuset.mems && echo $$ > $cg/numaaff_test/cgroup.procs && "
+      "exec " NUMAAFF_TOPOLOGY_PROBE " threaded'");
+  EXPECT_NE(out.find("unusable=1"), std::string::npos) << out;
+  EXPECT_NE(out.find("cgroup mems"), std::string::npos) << out;
+  EXPECT_NE(out.find("memory nodes " + m + ")"), std::string::npos) << out;
 }
 
 TEST(TopologyNuma, PinThisThreadRunsTheThreadOnThatNodeWithThatHomenode) {

@@ -240,18 +240,19 @@ inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t l
       b.nodes[n] = page_nodes != nullptr ? *page_nodes++ : node;
     }
     const auto r = sys_move_pages(n, b.pages, b.nodes, b.status, MPOL_MF_MOVE);
-    if (!r) {
-      if (r.error != ENOSYS) nt_counters.pages_failed.fetch_add(n, std::memory_order_relaxed);
-      continue;  // ENOSYS: no NUMA, nothing to move; the chunk is open all the same
-    }
+    if (!r && r.error == ENOSYS) continue;  // no NUMA, nothing to move; the chunk is open all the same
     // A positive result counts pages the kernel did not move: it stopped at the first page it
     // could not migrate, wrote no status for that page's group and did not try the pages after
-    // it. Tail pages of a transparent huge page report EBUSY although the huge page moved.
-    bool requery = r.value > 0;
+    // it. A failed call (ENOMEM) may have moved the groups before the failure. Tail pages of a
+    // transparent huge page report EBUSY although the huge page moved.
+    bool requery = !r || r.value > 0;
     for (std::size_t i = 0; i < n && !requery; ++i) requery = b.status[i] == -EBUSY;
     if (requery) {
-      (void)sys_move_pages(n, b.pages, nullptr, b.status, 0);
-      if (r.value > 0) retry_untried(b, n);
+      if (!sys_move_pages(n, b.pages, nullptr, b.status, 0)) {
+        nt_counters.pages_failed.fetch_add(n, std::memory_order_relaxed);  // where they are is unknown
+        continue;
+      }
+      if (r && r.value > 0) retry_untried(b, n);
     }
     std::uint64_t moved = 0, unpopulated = 0, failed = 0;
     for (std::size_t i = 0; i < n; ++i) {
