@@ -35,6 +35,7 @@
 // owner-touch loop), place_blocks or place_on_touch end a phase below 99% local on a multi-node
 // machine.
 // On one node everything is local: run it in the VM, tests/vm/numaaff-vm -- build/.../amr.
+#include "amr_model.hpp"
 #include "cli.hpp"
 
 #include <numaaff/numaaff.hpp>
@@ -47,7 +48,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -116,33 +116,7 @@ class grid {
 
   // One explicit step of block b from array `from` into the other.
   void update(std::size_t b, std::size_t from) const {
-    const std::size_t c = s_.cells, n = s_.blocks, bx = b % n, by = b / n;
-    const double* u = array(b, from);
-    double* v = array(b, 1 - from);
-    auto at = [&](long x, long y) -> double {  // neighbours' edge cells; 0 outside the domain
-      long cx = static_cast<long>(bx), cy = static_cast<long>(by);
-      const long cl = static_cast<long>(c);
-      if (x < 0) x += cl, --cx;
-      if (x >= cl) x -= cl, ++cx;
-      if (y < 0) y += cl, --cy;
-      if (y >= cl) y -= cl, ++cy;
-      if (cx < 0 || cy < 0 || cx >= static_cast<long>(n) || cy >= static_cast<long>(n)) return 0.0;
-      return array(static_cast<std::size_t>(cy) * n + static_cast<std::size_t>(cx), from)[static_cast<std::size_t>(y) * c + static_cast<std::size_t>(x)];
-    };
-    for (std::size_t y = 0; y < c; ++y) {
-      const bool edge_row = y == 0 || y + 1 == c;
-      for (std::size_t x = 0; x < c; ++x) {
-        const double mid = u[y * c + x];
-        double sum;
-        if (edge_row || x == 0 || x + 1 == c) {
-          const long lx = static_cast<long>(x), ly = static_cast<long>(y);
-          sum = at(lx - 1, ly) + at(lx + 1, ly) + at(lx, ly - 1) + at(lx, ly + 1);
-        } else {
-          sum = u[y * c + x - 1] + u[y * c + x + 1] + u[(y - 1) * c + x] + u[(y + 1) * c + x];
-        }
-        v[y * c + x] = mid + 0.2 * (sum - 4.0 * mid);
-      }
-    }
+    amr_model::update(s_.blocks, s_.cells, b, [&](std::size_t k) { return array(k, from); }, array(b, 1 - from));
   }
 
  private:
@@ -150,28 +124,6 @@ class grid {
   std::size_t array_bytes_ = 0, bytes_ = 0;
   char* base_ = nullptr;
 };
-
-// Owner of each block for a phase: blocks in row order cut into `owners` runs of equal weight;
-// blocks inside the refined disc weigh 4.
-std::vector<std::size_t> partition(const settings& s, std::size_t phase, std::size_t owners, std::vector<int>& weight) {
-  const double n = static_cast<double>(s.blocks);
-  const double t = (static_cast<double>(phase) + 0.5) / static_cast<double>(s.phases);
-  const double cx = t * n, cy = t * n, r = n / 4.0;
-  weight.assign(s.blocks * s.blocks, 1);
-  double total = 0;
-  for (std::size_t b = 0; b < weight.size(); ++b) {
-    const double x = static_cast<double>(b % s.blocks) + 0.5, y = static_cast<double>(b / s.blocks) + 0.5;
-    if (std::hypot(x - cx, y - cy) < r) weight[b] = 4;
-    total += weight[b];
-  }
-  std::vector<std::size_t> owner(weight.size());
-  double acc = 0;
-  for (std::size_t b = 0; b < weight.size(); ++b) {
-    owner[b] = std::min(owners - 1, static_cast<std::size_t>((acc + weight[b] / 2.0) / total * static_cast<double>(owners)));
-    acc += weight[b];
-  }
-  return owner;
-}
 
 struct phase_result {
   std::size_t moved = 0;  // blocks whose owner's node changed
@@ -208,7 +160,7 @@ std::vector<phase_result> run_strategy(const std::string& strategy, const settin
     numaaff::interleave(g.data(), g.bytes(), all);
   }
   std::vector<int> weight;
-  std::vector<std::size_t> owner = partition(s, 0, owners, weight);
+  std::vector<std::size_t> owner = amr_model::partition(s.blocks, s.phases, 0, owners, weight);
   team([&](std::size_t o) {  // first touch by the first owners
     for (std::size_t b = 0; b < g.count(); ++b)
       if (owner[b] == o) g.init(b);
@@ -219,7 +171,7 @@ std::vector<phase_result> run_strategy(const std::string& strategy, const settin
     phase_result& r = out[phase];
     const auto t0 = std::chrono::steady_clock::now();
     if (phase > 0) {
-      std::vector<std::size_t> next = partition(s, phase, owners, weight);
+      std::vector<std::size_t> next = amr_model::partition(s.blocks, s.phases, phase, owners, weight);
       std::vector<std::size_t> changed;
       for (std::size_t b = 0; b < g.count(); ++b)
         if (owner_node[next[b]] != owner_node[owner[b]]) changed.push_back(b);

@@ -17,6 +17,7 @@
 // position-weighted sum of every cell, per block, added in block order) equals the
 // single-process run's (-np 1) bit for bit: the update of a cell reads only the previous step. --check exits 1 if a rank ends a
 // phase below 99% local on a multi-node machine.
+#include "amr_model.hpp"
 #include "cli.hpp"
 
 #include <numaaff/mpi.hpp>
@@ -28,7 +29,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -83,26 +83,7 @@ class grid {
   // One explicit step of block b from array `from` into the other; neighbours' edges are read
   // from their `from` arrays (here, or received as halo).
   void update(std::size_t b, std::size_t from) const {
-    const std::size_t c = s_.cells, n = s_.blocks, bx = b % n, by = b / n;
-    const double* u = array(b, from);
-    double* v = array(b, 1 - from);
-    const auto at = [&](long x, long y) -> double {
-      long cx = static_cast<long>(bx), cy = static_cast<long>(by);
-      const long cl = static_cast<long>(c);
-      if (x < 0) x += cl, --cx;
-      if (x >= cl) x -= cl, ++cx;
-      if (y < 0) y += cl, --cy;
-      if (y >= cl) y -= cl, ++cy;
-      if (cx < 0 || cy < 0 || cx >= static_cast<long>(n) || cy >= static_cast<long>(n)) return 0.0;
-      return array(static_cast<std::size_t>(cy) * n + static_cast<std::size_t>(cx), from)[static_cast<std::size_t>(y) * c + static_cast<std::size_t>(x)];
-    };
-    for (std::size_t y = 0; y < c; ++y)
-      for (std::size_t x = 0; x < c; ++x) {
-        const long lx = static_cast<long>(x), ly = static_cast<long>(y);
-        const double mid = u[y * c + x];
-        const double sum = at(lx - 1, ly) + at(lx + 1, ly) + at(lx, ly - 1) + at(lx, ly + 1);
-        v[y * c + x] = mid + 0.2 * (sum - 4.0 * mid);
-      }
+    amr_model::update(s_.blocks, s_.cells, b, [&](std::size_t k) { return array(k, from); }, array(b, 1 - from));
   }
 
   std::vector<std::size_t> neighbours(std::size_t b) const {
@@ -120,27 +101,6 @@ class grid {
   std::size_t array_bytes_ = 0, bytes_ = 0;
   char* base_ = nullptr;
 };
-
-// The global owner (thread of some rank) of each block for a phase: row order cut into runs
-// of equal weight; blocks in the refined disc weigh 4.
-std::vector<std::size_t> partition(const settings& s, std::size_t phase, std::size_t owners, std::vector<int>& weight) {
-  const double n = static_cast<double>(s.blocks);
-  const double t = (static_cast<double>(phase) + 0.5) / static_cast<double>(s.phases);
-  weight.assign(s.blocks * s.blocks, 1);
-  double total = 0;
-  for (std::size_t b = 0; b < weight.size(); ++b) {
-    const double x = static_cast<double>(b % s.blocks) + 0.5, y = static_cast<double>(b / s.blocks) + 0.5;
-    if (std::hypot(x - t * n, y - t * n) < n / 4.0) weight[b] = 4;
-    total += weight[b];
-  }
-  std::vector<std::size_t> owner(weight.size());
-  double acc = 0;
-  for (std::size_t b = 0; b < weight.size(); ++b) {
-    owner[b] = std::min(owners - 1, static_cast<std::size_t>((acc + weight[b] / 2.0) / total * static_cast<double>(owners)));
-    acc += weight[b];
-  }
-  return owner;
-}
 
 // Share of the pages of `blocks` (both arrays) on the node of the thread that owns each,
 // from a raw page query.
@@ -221,7 +181,7 @@ int main(int argc, char** argv) {
 
     grid g(s);
     std::vector<int> weight;
-    std::vector<std::size_t> owner = partition(s, 0, owners, weight);
+    std::vector<std::size_t> owner = amr_model::partition(s.blocks, s.phases, 0, owners, weight);
     // Each thread runs one owner: worker w of the rank is owner me_first + w, on its node.
     const auto team = [&](auto&& body) {
       pool.parallel_for(0, pool.worker_count(), [&](std::size_t w) { body(me_first + w); });
@@ -235,7 +195,7 @@ int main(int argc, char** argv) {
     for (std::size_t phase = 0; phase < s.phases; ++phase) {
       std::size_t by_mpi = 0, by_touch = 0;
       if (phase > 0) {
-        const std::vector<std::size_t> next = partition(s, phase, owners, weight);
+        const std::vector<std::size_t> next = amr_model::partition(s.blocks, s.phases, phase, owners, weight);
         std::vector<std::pair<std::size_t, int>> sends, receives;
         for (std::size_t b = 0; b < g.count(); ++b) {
           const int was = rank_of(owner[b]), will = rank_of(next[b]);
