@@ -379,7 +379,6 @@ TEST(TierAllocator, PromoteAndDemoteKeepTheData) {
   EXPECT_EQ(numaaff::demote(data.data() + 1, 0).total, 0u) << "an empty range moves nothing";
 }
 
-}  // namespace
 
 // ---- transparent huge pages --------------------------------------------------------------
 
@@ -498,3 +497,121 @@ TEST(Allocators, InterleaveNodesFromTheEnvironment) {
     }
   }
 }
+
+// ---- misuse: the heap refuses it instead of handing a block to two owners -----------------
+
+// Each case would, unchecked, put the block on a free list twice (or put memory that is not
+// ours on one), so that the next two allocations return the same address.
+TEST(HeapMisuseDeathTest, DoubleFreeOfASmallBlockAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* p = numaaff::allocate_on_node(64, home());
+        numaaff::deallocate(p, 64);
+        numaaff::deallocate(p, 64);
+      },
+      "numaaff: double free \\(pointer 0x[0-9a-f]+\\): aborting");
+}
+
+TEST(HeapMisuseDeathTest, DoubleFreeAfterOtherBlocksWereFreedStillAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        std::vector<void*> blocks;
+        for (int i = 0; i < 200; ++i) blocks.push_back(numaaff::allocate_on_node(48, home()));
+        void* twice = blocks[7];
+        for (void* b : blocks) numaaff::deallocate(b, 48);  // past the thread cache's batch: some go central
+        numaaff::deallocate(twice, 48);
+      },
+      "numaaff: double free");
+}
+
+TEST(HeapMisuseDeathTest, DoubleFreeThroughAnAllocatorAndAResourceAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        numaaff::node_allocator<double> a(home());
+        double* p = a.allocate(4);
+        a.deallocate(p, 4);
+        a.deallocate(p, 4);
+      },
+      "numaaff: double free");
+  EXPECT_DEATH(
+      {
+        numaaff::node_resource r(home());
+        void* p = r.allocate(1 << 20, 64);
+        r.deallocate(p, 1 << 20, 64);
+        r.deallocate(p, 1 << 20, 64);
+      },
+      "numaaff: free of a pointer numaaff did not allocate, or a double free");
+}
+
+TEST(HeapMisuseDeathTest, ForeignPointersAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* m = std::malloc(64);
+        numaaff::deallocate(m, 64);
+      },
+      "numaaff: free of a pointer numaaff did not allocate");
+  EXPECT_DEATH(
+      {
+        static char on_stack_or_data[64];
+        numaaff::deallocate(on_stack_or_data, sizeof on_stack_or_data);
+      },
+      "numaaff: free of a pointer numaaff did not allocate");
+  EXPECT_DEATH(
+      {
+        char* p = static_cast<char*>(numaaff::allocate_on_node(256, home()));
+        numaaff::deallocate(p + 16, 128);
+      },
+      "numaaff: free of a pointer inside a block");
+  EXPECT_DEATH(
+      {
+        char* p = static_cast<char*>(numaaff::allocate_on_node(1 << 20, home()));
+        numaaff::deallocate(p + 4096, (1 << 20) - 4096);
+      },
+      "numaaff: free of a pointer numaaff did not allocate");
+}
+
+TEST(HeapMisuseDeathTest, ASizeThatDoesNotFitTheBlockAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* p = numaaff::allocate_on_node(1 << 20, home());
+        numaaff::deallocate(p, 1 << 16);  // would unmap 64 KiB and leave the rest for a new block
+      },
+      "numaaff: free with a size that does not match");
+  EXPECT_DEATH(
+      {
+        void* p = numaaff::allocate_on_node(64, home());
+        numaaff::deallocate(p, 4096);
+      },
+      "numaaff: free with a size larger than the block");
+}
+
+TEST(HeapMisuse, CorrectUseIsNeverMistakenForMisuse) {
+  // Blocks whose data looks like a free block's (a copy of one), every size class, the large
+  // path, blocks freed by another thread, and frees with the sizes containers give.
+  std::vector<std::pair<void*, std::size_t>> live;
+  for (std::size_t bytes = 1; bytes <= (std::size_t{1} << 22); bytes = bytes * 3 / 2 + 1) {
+    void* p = numaaff::allocate_on_node(bytes, home());
+    std::memset(p, 0xa5, bytes);
+    live.emplace_back(p, bytes);
+  }
+  void* probe = numaaff::allocate_on_node(64, home());
+  numaaff::deallocate(probe, 64);
+  ASSERT_GE(live[5].second, 16u);
+  std::memcpy(live[5].first, probe, 16);  // a free block's bytes, its mark included, in a live block
+  void* again = numaaff::allocate_on_node(64, home());  // the same block, handed out again
+  std::thread([&] {
+    for (auto& [p, bytes] : live) numaaff::deallocate(p, bytes);
+  }).join();
+  numaaff::deallocate(again, 64);
+  std::vector<double, numaaff::node_allocator<double>> v{numaaff::node_allocator<double>(home())};
+  for (int i = 0; i < 100000; ++i) v.push_back(i);
+  v.shrink_to_fit();
+  EXPECT_EQ(v[99999], 99999.0);
+}
+
+}  // namespace

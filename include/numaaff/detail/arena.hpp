@@ -8,6 +8,13 @@
 // is a few loads and stores, not a system call (numa_alloc_onnode makes one mmap per call).
 // A freed block goes back to the list of the node its slab is bound to: memory is reused on
 // its own node only. Slabs are never returned to the kernel.
+//
+// A free is checked before it touches any list: a table of every slab (two loads) and a
+// registry of every large mapping say whether the pointer is the start of a block of ours,
+// and a freed small block carries a mark (its address mixed with a constant) that a second
+// free of it finds. A double free, a foreign pointer, a pointer inside a block, or a size
+// that does not fit the block aborts with a message, as glibc's malloc does: going on would
+// hand one block to two owners.
 #pragma once
 
 #include "armed_ranges.hpp"
@@ -27,6 +34,7 @@
 #include <new>
 #include <string>
 #include <system_error>
+#include <unordered_map>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
@@ -81,7 +89,64 @@ inline bool is_small(std::size_t bytes, std::size_t align) noexcept {
 
 struct free_block {
   free_block* next;
+  std::uintptr_t freed;  // freed_mark(this) while free, 0 once handed out
 };
+
+/// What a free block holds in `freed`: its own address mixed with a constant, so that a live
+/// block's data matches it only by a 2^-64 chance, and a copy of another free block never does.
+inline std::uintptr_t freed_mark(const void* p) noexcept {
+  return reinterpret_cast<std::uintptr_t>(p) ^ static_cast<std::uintptr_t>(0x9e3779b97f4a7c15ULL);
+}
+
+/// A misuse the heap cannot survive: says so and aborts (no allocation, no lock: the heap's
+/// own state is what cannot be trusted here).
+[[noreturn]] inline void heap_misuse(const char* what, const void* p) noexcept { abort_with_message(what, p); }
+
+/**
+ * Which 256 KiB regions of the address space are slabs: one byte per region in leaves of
+ * 64 Ki regions (16 GiB of address space each), made on first use and kept, as the slabs
+ * are. A lookup is two loads; marking happens once per slab, under its list's lock.
+ */
+class slab_table {
+ public:
+  static constexpr unsigned address_bits = 47;  // user space of 4-level paging (mmap never goes higher unasked)
+  static constexpr unsigned slab_bits = 18;
+  static constexpr unsigned leaf_bits = 16;
+  static constexpr std::size_t leaf_count = std::size_t{1} << (address_bits - slab_bits - leaf_bits);
+  static_assert((std::size_t{1} << slab_bits) == slab_size, "one entry per slab");
+
+  /// Records the slab at `slab` (slab-aligned). False when no leaf can be mapped.
+  bool mark(std::uintptr_t slab) noexcept {
+    const std::uintptr_t region = slab >> slab_bits;
+    if ((region >> leaf_bits) >= leaf_count) return false;
+    std::atomic<std::uint8_t>* leaf = leaves_[region >> leaf_bits].load(std::memory_order_acquire);
+    if (leaf == nullptr) {
+      const auto m = sys_mmap(leaf_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+      if (!m) return false;
+      auto* made = static_cast<std::atomic<std::uint8_t>*>(m.value);
+      if (leaves_[region >> leaf_bits].compare_exchange_strong(leaf, made, std::memory_order_acq_rel)) {
+        leaf = made;
+      } else {
+        sys_munmap(made, leaf_size);  // another list made it first; `leaf` is theirs
+      }
+    }
+    leaf[region & (leaf_entries - 1)].store(1, std::memory_order_release);
+    return true;
+  }
+  /// True when `p` lies in a slab.
+  bool holds(const void* p) const noexcept {
+    const std::uintptr_t region = reinterpret_cast<std::uintptr_t>(p) >> slab_bits;
+    if ((region >> leaf_bits) >= leaf_count) return false;
+    const std::atomic<std::uint8_t>* leaf = leaves_[region >> leaf_bits].load(std::memory_order_acquire);
+    return leaf != nullptr && leaf[region & (leaf_entries - 1)].load(std::memory_order_acquire) != 0;
+  }
+
+ private:
+  static constexpr std::size_t leaf_entries = std::size_t{1} << leaf_bits;
+  static constexpr std::size_t leaf_size = leaf_entries * sizeof(std::atomic<std::uint8_t>);
+  std::atomic<std::atomic<std::uint8_t>*> leaves_[leaf_count] = {};
+};
+inline slab_table slabs;  // constant-initialised: usable before any constructor runs
 struct slab_header {
   std::uint32_t magic;
   int node;
@@ -252,6 +317,8 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
 struct arena_table {
   std::atomic<node_arena*> arenas[max_nodes] = {};
   std::mutex create;
+  std::mutex large_lock;  // guards `large`: a large block costs an mmap, the lock is noise
+  std::unordered_map<std::uintptr_t, std::size_t> large;  // start of each large block -> its length
 
   arena_table() { ::pthread_atfork([] { instance().lock_all(); }, [] { instance().unlock_all(); }, [] { instance().unlock_all(); }); }
   static arena_table& instance() {
@@ -260,6 +327,7 @@ struct arena_table {
   }
   void lock_all() {
     create.lock();
+    large_lock.lock();
     for (auto& a : arenas)
       if (node_arena* p = a.load(std::memory_order_acquire))
         for (central_list& l : p->lists) l.lock.lock();
@@ -268,6 +336,7 @@ struct arena_table {
     for (auto& a : arenas)
       if (node_arena* p = a.load(std::memory_order_acquire))
         for (central_list& l : p->lists) l.lock.unlock();
+    large_lock.unlock();
     create.unlock();
   }
 };
@@ -316,6 +385,7 @@ inline free_block* central_take(int node, int c, std::uint32_t want, std::uint32
       if (slab == nullptr) break;
       advise_huge_pages(slab, slab_size, huge_page_mode::never);  // many blocks share a slab
       ec = bind_mapping(slab, slab_size, node, placement_options{});
+      if (!ec && !slabs.mark(reinterpret_cast<std::uintptr_t>(slab))) ec = std::make_error_code(std::errc::not_enough_memory);
       if (ec) {
         sys_munmap(slab, slab_size);
         break;
@@ -368,6 +438,7 @@ inline slab_header* slab_of(const void* p) noexcept {
 }
 
 inline void* small_allocate(int node, int c, std::error_code& ec) noexcept {
+  free_block* blk = nullptr;
   if (node < cached_nodes) {
     thread_cache::bin& b = tcache.bins[node][c];
     if (b.head == nullptr) {
@@ -376,20 +447,31 @@ inline void* small_allocate(int node, int c, std::error_code& ec) noexcept {
       b.count = got;
       if (b.head == nullptr) return nullptr;
     }
-    free_block* blk = b.head;
+    blk = b.head;
     b.head = blk->next;
     --b.count;
-    return blk;
+  } else {
+    std::uint32_t got = 0;
+    blk = central_take(node, c, 1, got, ec);
+    if (blk == nullptr) return nullptr;
   }
-  std::uint32_t got = 0;
-  return central_take(node, c, 1, got, ec);
+  blk->freed = 0;
+  return blk;
 }
 
-inline void small_deallocate(void* p) noexcept {
+/// Frees a small block after checking that `p` is one, live, of at least `bytes`.
+inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const slab_header* h = slab_of(p);
   const int node = h->node;
   const int c = h->size_class;
+  const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
+  const std::size_t size = class_bytes(c);
+  // Blocks start at max(64, size) and are `size` apart: both are multiples of `size`.
+  if (offset < 64 || offset % size != 0) heap_misuse("free of a pointer inside a block, not at its start", p);
+  if (bytes > size) heap_misuse("free with a size larger than the block", p);
   auto* blk = static_cast<free_block*>(p);
+  if (blk->freed == freed_mark(p)) heap_misuse("double free", p);
+  blk->freed = freed_mark(p);
   if (node < cached_nodes) {
     thread_cache::bin& b = tcache.bins[node][c];
     blk->next = b.head;
@@ -423,20 +505,40 @@ inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const
   if (is_small(bytes, align) && !o.populate && o.huge_pages != huge_page_mode::always && o.strict) {
     return small_allocate(node, size_class(bytes, align), ec);
   }
-  return map_on_node(bytes, align, node, o, ec);
+  void* p = map_on_node(bytes, align, node, o, ec);
+  if (p == nullptr) return nullptr;
+  const std::size_t len = align_up(bytes, page_size());
+  arena_table& t = arena_table::instance();
+  try {
+    std::lock_guard<std::mutex> guard(t.large_lock);
+    t.large.emplace(reinterpret_cast<std::uintptr_t>(p), len);
+  } catch (...) {  // no room for the entry
+    sys_munmap(p, len);
+    ec = std::make_error_code(std::errc::not_enough_memory);
+    return nullptr;
+  }
+  return p;
 }
 
-/// Frees what numa_allocate returned, given the same size, alignment and options.
-inline void numa_deallocate(void* p, std::size_t bytes, std::size_t align, const placement_options& o) noexcept {
+/// Frees what numa_allocate returned, given the same size (the options are not needed: the
+/// pointer says which kind of block it is). Aborts with a message on a pointer that is not a
+/// live block of ours, or a size that does not fit it.
+inline void numa_deallocate(void* p, std::size_t bytes, std::size_t /*align*/, const placement_options& /*o*/) noexcept {
   if (p == nullptr) return;
   if (bytes == 0) bytes = 1;
-  if (is_small(bytes, align) && !o.populate && o.huge_pages != huge_page_mode::always && o.strict) return small_deallocate(p);
+  if (slabs.holds(p)) return small_deallocate(p, bytes);
   const std::size_t len = align_up(bytes, page_size());
-  // A freed block must not stay armed for next-touch: its addresses will be reused.
-  if (registry_live.load(std::memory_order_acquire) != 0) {
-    const auto at = reinterpret_cast<std::uintptr_t>(p);
-    disarm_range(at, at + len);
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  {
+    arena_table& t = arena_table::instance();
+    std::lock_guard<std::mutex> guard(t.large_lock);
+    const auto it = t.large.find(at);
+    if (it == t.large.end()) heap_misuse("free of a pointer numaaff did not allocate, or a double free", p);
+    if (it->second != len) heap_misuse("free with a size that does not match the block's", p);
+    t.large.erase(it);
   }
+  // A freed block must not stay armed for next-touch: its addresses will be reused.
+  if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + len);
   sys_munmap(p, len);
 }
 

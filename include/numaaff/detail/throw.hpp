@@ -5,6 +5,9 @@
 #include "../config.hpp"
 #include "../errors.hpp"
 
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
@@ -13,6 +16,40 @@
 #include <system_error>
 
 namespace numaaff::detail {
+
+/// Writes "numaaff: <what>[ (pointer 0x...)]: aborting" to stderr and aborts: for misuse that
+/// no caller could handle, such as a double free (continuing would corrupt) or a pool
+/// destroyed by its own task (waiting would never end). No allocation and no lock, so it is
+/// safe where the heap or a lock is what went wrong.
+[[noreturn]] inline void abort_with_message(const char* what, const void* pointer = nullptr) noexcept {
+  char text[256];
+  std::size_t n = 0;
+  const auto put = [&](const char* s) {
+    while (*s != '\0' && n < sizeof text - 1) text[n++] = *s++;
+  };
+  put("numaaff: ");
+  put(what);
+  if (pointer != nullptr) {
+    char hex[2 * sizeof(std::uintptr_t) + 1];
+    std::size_t h = sizeof hex - 1;
+    hex[h] = '\0';
+    std::uintptr_t v = reinterpret_cast<std::uintptr_t>(pointer);
+    do {
+      hex[--h] = "0123456789abcdef"[v & 15];
+      v >>= 4;
+    } while (v != 0);
+    put(" (pointer 0x");
+    put(hex + h);
+    put(")");
+  }
+  put(": aborting\n");
+  for (std::size_t done = 0; done < n;) {
+    const ssize_t w = ::write(STDERR_FILENO, text + done, n - done);
+    if (w <= 0) break;
+    done += static_cast<std::size_t>(w);
+  }
+  std::abort();
+}
 
 #if defined(NUMAAFF_NO_EXCEPTIONS)
 [[noreturn]] inline void fatal(const char* kind, const std::string& what) noexcept {
