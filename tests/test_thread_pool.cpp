@@ -923,4 +923,19 @@ TEST(ThreadPoolHost, OneNodeForkSubmissionsStayOnTheCallersNode) {
             std::find(pool.nodes().begin(), pool.nodes().end(), here) != pool.nodes().end() ? here : pool.nodes().front());
 }
 
+TEST(ThreadPoolDeathTest, DestroyedFromItsOwnTaskFailsFastInsteadOfHanging) {
+  // The last owner of a pool can be one of its tasks (a shared_ptr released there). Joining
+  // itself would hang forever; it must stop the process with a message at once.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        alarm(60);  // a hang ends as SIGALRM, whose death does not match the message
+        auto pool = std::make_shared<numaaff::thread_pool>();
+        auto last = pool;
+        pool.reset();
+        last->submit([&last] { last.reset(); }).wait();
+      },
+      "numaaff: a thread_pool was destroyed from one of its own tasks");
+}
+
 }  // namespace
