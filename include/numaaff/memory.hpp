@@ -29,6 +29,7 @@
  */
 #pragma once
 
+#include "detail/mappings.hpp"
 #include "detail/numa_calls.hpp"
 #include "detail/page.hpp"
 #include "detail/text.hpp"
@@ -222,9 +223,10 @@ struct move_result {
  * huge page it covers only in part and marks that page cold); if a split is refused (the huge
  * page is shared with another process, or locked) and the neighbours move anyway, they are
  * counted in `carried`, from a raw page-status query before and after. Pages inside the range
- * are always re-queried: `moved` never counts a page that is not on the target. khugepaged
- * may later merge the split pages again where the mapping allows huge pages; numaaff's own
- * memory does not (huge_page_mode::per_block).
+ * are always re-queried: `moved` never counts a page that is not on the target. Every
+ * huge-page region numaaff splits is marked MADV_NOHUGEPAGE first, so khugepaged never merges
+ * it again behind the caller's back (onto one node); regions it did not split keep their huge
+ * pages.
  *
  * Thread-safe; allocates O(batch) scratch; blocks for the duration of the copies.
  * @throws std::invalid_argument for a bad range or unknown node.
@@ -241,13 +243,18 @@ move_result move_to(void* addr, std::size_t bytes, node_id target, std::error_co
 
 // ---- owner-aware placement at a phase change ----------------------------------------------
 
+/// The owner that leaves a block where it is, in place_blocks and place_blocks_on_next_touch
+/// (C: NUMAAFF_KEEP): a free slot of a block pool, a block whose owner did not change.
+inline constexpr node_id keep_in_place = -1;
+
 /**
  * Puts each block of a block-structured range on its owner's node, now, in one call: the
  * phase change of an AMR or PDE code whose new owners are known (an OpenMP team plan, a
  * thread-pool partition, a load balancer's map). Block b is the `block_bytes` starting at
- * `addr + b * block_bytes` (the last may be shorter); `owners[b]` is its node. A page shared
- * by two blocks (blocks not page-aligned) goes with the block holding its first byte in the
- * range.
+ * `addr + b * block_bytes` (the last may be shorter); `owners[b]` is its node, or
+ * `keep_in_place`: its pages are not moved, and count as `already_there` (or `unpopulated`).
+ * A page shared by two blocks (blocks not page-aligned) goes with the block holding its first
+ * byte in the range.
  *
  * When to use which: next touch (affinity_on_next_touch) gives a chunk to whoever touches it
  * first, which is right when the owners are not known, and wrong when a halo exchange touches
@@ -260,7 +267,8 @@ move_result move_to(void* addr, std::size_t bytes, node_id target, std::error_co
  * at first touch by whoever touches them), `failed`, and `carried` (neighbours outside the
  * range moved by an unsplittable huge page).
  * @throws std::invalid_argument for a bad range, `block_bytes == 0`, fewer owners than
- *         blocks, or an owner that is not a kernel node (the message names the block).
+ *         blocks, or an owner that is neither a kernel node nor keep_in_place (the message
+ *         names the block).
  * @throws std::system_error named "move_pages" if the call fails as a whole.
  * @note One node: everything is already there.
  */
@@ -753,9 +761,7 @@ inline constexpr std::size_t weighted_runs_max = 1024;
 inline std::size_t mapping_budget() {
   std::size_t limit = 65530;  // the kernel's default
   if (std::ifstream in("/proc/sys/vm/max_map_count"); in) in >> limit;
-  std::size_t used = 0;
-  if (std::ifstream maps("/proc/self/maps"); maps)
-    for (std::string line; std::getline(maps, line);) ++used;
+  const std::size_t used = mapping_count();
   return std::min(weighted_runs_max, limit > used + 2 ? (limit - used) / 2 : 1);
 }
 
@@ -896,7 +902,13 @@ inline bool move_batch(std::vector<void*>& pages, std::size_t n, const std::vect
   std::vector<int> dest;
   for (std::size_t i = 0; i < n; ++i) {
     const int s = status[i];
-    if (!q && s != want[i] && s != -ENOENT) {
+    if (want[i] == keep_in_place) {  // wherever it is, it is where it belongs
+      if (s == -ENOENT || s == -EFAULT) {
+        ++r.unpopulated;
+      } else {
+        ++r.already_there;
+      }
+    } else if (!q && s != want[i] && s != -ENOENT) {
       count_failure(r, q.error);  // resident, elsewhere or unknown, and the kernel moves nothing
     } else if (s == want[i]) {
       ++r.already_there;
@@ -1009,7 +1021,7 @@ inline move_result move_span(const page_span& span, Split&& split, Targets&& tar
         wrong.clear();
         wrong_dest.clear();
         for (std::size_t i = 0; i < n; ++i)
-          if (status[i] >= 0 && status[i] != want[i]) {
+          if (status[i] >= 0 && want[i] != keep_in_place && status[i] != want[i]) {
             wrong.push_back(pages[i]);
             wrong_dest.push_back(want[i]);
           }
@@ -1099,7 +1111,8 @@ inline std::string owners_error(std::size_t bytes, std::size_t block_bytes, cons
   if (owners.size() < blocks)
     return "owners has " + std::to_string(owners.size()) + " entries for " + std::to_string(blocks) + " blocks";
   for (std::size_t b = 0; b < blocks; ++b)
-    if (!valid_node(owners[b])) return "owner of block " + std::to_string(b) + ": " + node_error(owners[b]);
+    if (owners[b] != keep_in_place && !valid_node(owners[b]))
+      return "owner of block " + std::to_string(b) + ": " + node_error(owners[b]) + " (keep_in_place is -1)";
   return "";
 }
 

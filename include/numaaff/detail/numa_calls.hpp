@@ -64,9 +64,19 @@ inline refusal_counters refusals;
  * the neighbours' data with it. MADV_COLD over part of a huge page makes the kernel split it
  * (and marks that one page, the one at `boundary`, cold). Best effort: a huge page shared with
  * another process, or locked, stays whole.
+ *
+ * The huge-page region around `boundary` is then marked MADV_NOHUGEPAGE, before the split:
+ * otherwise khugepaged, which collapses the small pages of a region into one huge page on
+ * whichever node it likes, would undo the placement that needed the split seconds later.
+ * Neighbouring marked regions merge into one mapping, so marking costs at most two mappings
+ * per run of split regions. Async-signal-safe (the next-touch handler splits too).
  */
 inline void split_huge_page_at(std::uintptr_t boundary) noexcept {
   if (boundary % huge_page_size() == 0 || !huge_pages_possible()) return;
+  const std::uintptr_t region = align_down(boundary, huge_page_size());
+  // Part of the region may be unmapped (the edge of a mapping): madvise then marks the rest
+  // and says ENOMEM, which changes nothing here.
+  call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(region), huge_page_size(), MADV_NOHUGEPAGE); });
   call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(boundary), page_size(), MADV_COLD); });
 }
 
