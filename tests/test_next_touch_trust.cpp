@@ -10,6 +10,7 @@
 #include <numaaff/next_touch.hpp>
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -464,6 +465,74 @@ TEST(NextTouchTrust, AChildForkedWhileAnotherThreadInstallsTheHandlerHasItInstal
     if (!(o == outcome{0, 0, "ok"})) ++crashed;
   }
   EXPECT_EQ(crashed, 0) << "children of 150 forks that met the default SIGSEGV action on their own armed range";
+}
+
+// ---- arming memory that is not read-write ----------------------------------------------
+
+// Opened chunks are made read-write, so arming anything else would change what the program
+// may do with it: a read-only private mapping would become writable, a read-only shared file
+// mapping could never be opened. Such a range is a caller error, and it is left as it was.
+TEST(NextTouchTrust, ArmingMemoryThatIsNotReadWriteIsACallerErrorAndChangesNothing) {
+  const outcome o = in_child([] {
+    no_core();
+    char* ro = map(8 * ps);
+    std::memset(ro, 3, 8 * ps);
+    mprotect(ro, 8 * ps, PROT_READ);
+    try {
+      numaaff::affinity_on_next_touch(ro, 8 * ps);
+      report("read-only armed;");
+    } catch (const std::invalid_argument&) {
+      report("read-only refused;");
+    }
+    if (numaaff::is_armed(ro, 8 * ps)) report("armed anyway;");
+    if (read_from(ro + 5 * ps) != 3) report("data lost;");
+    // Half read-write, half read-only: nothing of it is armed.
+    char* mixed = map(16 * ps);
+    mprotect(mixed + 8 * ps, 8 * ps, PROT_READ);
+    std::error_code ec;
+    numaaff::affinity_on_next_touch(mixed, 16 * ps, ec);
+    if (ec == std::errc::invalid_argument && !numaaff::is_armed(mixed, 16 * ps)) report("mixed refused;");
+    const std::vector<int> owners(2, numaaff::keep_in_place);
+    numaaff::place_blocks_on_next_touch(mixed, 16 * ps, 8 * ps, owners, {}, ec);
+    if (ec == std::errc::invalid_argument) report("owners refused;");
+    // A read-only shared file mapping (a checkpoint mapped for reading).
+    char path[] = "/tmp/numaaff-ro-XXXXXX";
+    const int fd = mkstemp(path);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(4 * ps)) != 0) _exit(96);
+    unlink(path);
+    const int ro_fd = open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDONLY);
+    auto* file = static_cast<char*>(mmap(nullptr, 4 * ps, PROT_READ, MAP_SHARED, ro_fd, 0));
+    if (file == MAP_FAILED) _exit(95);
+    numaaff::affinity_on_next_touch(file, 4 * ps, ec);
+    if (ec == std::errc::invalid_argument) report("file refused;");
+    if (read_from(file + ps) != 0) report("file unreadable;");
+    // Executable memory keeps its execute right.
+    char* code = map(4 * ps, PROT_READ | PROT_WRITE | PROT_EXEC);
+    numaaff::affinity_on_next_touch(code, 4 * ps, ec);
+    if (ec == std::errc::invalid_argument) report("exec refused;");
+    report("writing;");
+    write_to(ro + ps);  // still read-only: the kernel's SIGSEGV, not ours
+    report("wrote to read-only memory;");
+  });
+  EXPECT_EQ(o.signal, SIGSEGV) << o;
+  EXPECT_EQ(o.reported, "read-only refused;mixed refused;owners refused;file refused;exec refused;writing;") << o;
+}
+
+TEST(NextTouchTrust, ReArmingAnArmedRangeIsStillAllowed) {
+  // An armed range is PROT_NONE: arming it again (a new phase before every chunk was touched)
+  // must not be taken for arming memory that is not read-write.
+  const outcome o = in_child([] {
+    char* r = map(64 * ps);
+    std::memset(r, 9, 64 * ps);
+    numaaff::affinity_on_next_touch(r, 64 * ps);
+    if (read_from(r) != 9) report("lost;");
+    numaaff::affinity_on_next_touch(r, 64 * ps);  // partly opened, partly armed
+    if (!numaaff::is_armed(r, ps) || !numaaff::is_armed(r + 63 * ps, ps)) report("not re-armed;");
+    for (std::size_t i = 0; i < 64 * ps; i += ps)
+      if (read_from(r + i) != 9) report("lost after re-arming;");
+  });
+  EXPECT_EQ(o.exit_code, 0) << o;
+  EXPECT_EQ(o.reported, "") << o;
 }
 
 }  // namespace

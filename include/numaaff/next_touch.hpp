@@ -18,8 +18,10 @@
  * shrinks it when neighbours are claimed from different nodes.
  *
  * What to know:
- * - The range must be ordinary read-write memory; opened chunks are made read-write. The
- *   whole page-rounded range is covered (see memory.hpp for the rounding rule).
+ * - The range must be ordinary read-write memory: opened chunks are made read-write, so a
+ *   range with any page mapped otherwise (read-only, executable, a read-only file mapping) is
+ *   refused with std::invalid_argument (EINVAL) and left as it was. The whole page-rounded
+ *   range is covered (see memory.hpp for the rounding rule).
  * - **System calls.** The kernel does not trap on an armed chunk: a system call that reads or
  *   writes one fails with EFAULT. Stream sockets and pipes keep their data then, but a
  *   datagram (UDP, AF_UNIX SOCK_DGRAM) received into an armed buffer is consumed and lost,
@@ -54,8 +56,8 @@
  * - Transparent huge pages migrate whole: a 2 MiB page holding parts of several chunks would
  *   go, all of it, to the last of their touchers. Arming therefore splits every huge page that
  *   straddles a chunk boundary or an edge of the range (see move_to), so each chunk moves
- *   alone. khugepaged may merge pages again later where the mapping allows huge pages;
- *   numaaff's allocators' memory does not (huge_page_mode::per_block).
+ *   alone. Each region it splits is marked MADV_NOHUGEPAGE, so khugepaged never merges the
+ *   pages again (which would put the whole region on one node).
  *
  * Next touch or place_blocks? Next touch gives a chunk to whoever touches it *first*: right
  * when the new owners are not known, wrong when, say, a halo exchange reads the neighbours'
@@ -136,8 +138,10 @@ inline constexpr std::size_t default_next_touch_pages = 128;
  *
  * Re-arming a range that is partly armed replaces the overlapping part. Thread-safe; allocates
  * one word per chunk (an anonymous mapping), blocks only on other arm/disarm calls.
- * @throws std::invalid_argument for a null/wrapping range or a chunk size that is not a
- *         non-zero multiple of the page size.
+ * @throws std::invalid_argument for a null/wrapping range, a chunk size that is not a
+ *         non-zero multiple of the page size, or a range not all mapped readable, writable
+ *         and not executable (reading /proc/self/maps says; the range is then not armed, and
+ *         what was armed in it before is disarmed).
  * @throws std::system_error: "mprotect" if the range cannot be protected (ENOMEM: too many
  *         mappings), "sigaction" if the handler cannot be installed, or
  *         numaaff::errc::too_many_ranges when 4096 ranges are armed at once.
@@ -172,7 +176,9 @@ void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_opti
  * Thread-safety, blocking and errors as affinity_on_next_touch; allocates a table of two bytes
  * per page while arming (and as much again, held by the registry until the range is swept).
  * @throws std::invalid_argument as place_blocks (bad range, `block_bytes == 0`, too few
- *         owners, an owner that is not a kernel node) or for a bad chunk size.
+ *         owners, an owner that is neither a kernel node nor keep_in_place), for a bad chunk
+ *         size, or for a range that is not read-write memory (as affinity_on_next_touch).
+ *         Blocks owned by keep_in_place are armed and opened like the rest, never moved.
  * @code{.cpp}
  * balance(mesh);  // new owners: owner_node[b] for each block
  * numaaff::place_blocks_on_next_touch(mesh.data(), mesh.bytes(), block_bytes, owner_node);
@@ -221,7 +227,8 @@ bool is_armed(const void* addr, std::size_t bytes) noexcept;
 struct next_touch_statistics {
   std::uint64_t faults = 0;             ///< faults on armed ranges handled
   std::uint64_t chunks_migrated = 0;    ///< chunks opened and migrated by a toucher
-  std::uint64_t pages_moved = 0;        ///< pages on their target node (the toucher's, or the owner's) after migration
+  std::uint64_t pages_moved = 0;          ///< pages moved to their target node (the toucher's, or the owner's)
+  std::uint64_t pages_already_there = 0;  ///< pages found on their target node already: nothing to move
   std::uint64_t pages_failed = 0;       ///< pages that could not be moved (busy, node full, EPERM)
   std::uint64_t pages_unpopulated = 0;  ///< never-touched pages found in migrated chunks
   std::uint64_t widenings = 0;          ///< chunks widened because mprotect ran out of mappings
@@ -273,6 +280,20 @@ inline bool valid_chunk(std::size_t chunk) noexcept { return chunk != 0 && chunk
 inline std::size_t effective_chunk(const next_touch_options& o) noexcept {
   return o.chunk_bytes == 0 ? default_next_touch_pages * page_size() : o.chunk_bytes;
 }
+/// Runs `arm(ec)` (arguments already checked), throwing as or_throw does, except that a range
+/// arming refuses for its protection (EINVAL with no system call failed) is the caller's
+/// mistake: std::invalid_argument.
+template <class Arm>
+inline void arm_or_throw(const char* call, Arm&& arm) {
+  or_throw(call, [&](std::error_code& ec) {
+    arm(ec);
+    if (ec == std::errc::invalid_argument && failed_call == sys::count_)
+      throw_invalid_argument(std::string(call) +
+                             ": addr, bytes: the range is not all readable, writable, non-executable memory; "
+                             "arm only ordinary data (opened chunks are made read-write)");
+  });
+}
+
 inline void require_chunk(const char* call, std::size_t chunk) {
   if (!valid_chunk(chunk))
     throw_invalid_argument(std::string(call) + ": chunk_bytes " + std::to_string(chunk) +
@@ -303,8 +324,10 @@ inline void arm_for_owners(void* addr, std::size_t bytes, std::size_t block_byte
                            const next_touch_options& options, const page_span& span, std::error_code& ec) {
   const auto base = reinterpret_cast<std::uintptr_t>(addr);
   std::vector<std::uint16_t> page_nodes(span.pages);
-  for (std::size_t i = 0; i < span.pages; ++i)
-    page_nodes[i] = static_cast<std::uint16_t>(page_owner(base, block_bytes, owners, span.first + i * page_size()));
+  for (std::size_t i = 0; i < span.pages; ++i) {
+    const node_id owner = page_owner(base, block_bytes, owners, span.first + i * page_size());
+    page_nodes[i] = owner == keep_in_place ? page_node_keep : static_cast<std::uint16_t>(owner);
+  }
   split_where_owners_meet(base, bytes, block_bytes, owners);
   arm_range(span.first, span.first + span.bytes(), effective_chunk(options), touch_target::toucher_node,
             options.adaptive, options.max_adaptive_chunks, page_nodes.data(), ec);
@@ -336,7 +359,7 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes, std::error_cod
 inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_options& options) {
   detail::require_range("affinity_on_next_touch", addr, bytes);
   detail::require_chunk("affinity_on_next_touch", detail::effective_chunk(options));
-  detail::or_throw("affinity_on_next_touch", [&](std::error_code& ec) { affinity_on_next_touch(addr, bytes, options, ec); });
+  detail::arm_or_throw("affinity_on_next_touch", [&](std::error_code& ec) { affinity_on_next_touch(addr, bytes, options, ec); });
 }
 
 inline void affinity_on_next_touch(void* addr, std::size_t bytes) {
@@ -352,7 +375,7 @@ inline void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_
   detail::page_span span;
   detail::make_span(addr, bytes, span);
   if (span.pages == 0) return;
-  detail::or_throw("place_blocks_on_next_touch", [&](std::error_code& ec) {
+  detail::arm_or_throw("place_blocks_on_next_touch", [&](std::error_code& ec) {
     detail::arm_for_owners(addr, bytes, block_bytes, owners, options, span, ec);  // std::bad_alloc as it is
   });
 }
@@ -400,6 +423,7 @@ inline next_touch_statistics next_touch_stats() noexcept {
   s.faults = c.faults.load(std::memory_order_relaxed);
   s.chunks_migrated = c.chunks.load(std::memory_order_relaxed);
   s.pages_moved = c.pages_moved.load(std::memory_order_relaxed);
+  s.pages_already_there = c.pages_already_there.load(std::memory_order_relaxed);
   s.pages_failed = c.pages_failed.load(std::memory_order_relaxed);
   s.pages_unpopulated = c.pages_unpopulated.load(std::memory_order_relaxed);
   s.widenings = c.widened.load(std::memory_order_relaxed);
@@ -411,7 +435,7 @@ inline next_touch_statistics next_touch_stats() noexcept {
 
 inline void reset_next_touch_stats() noexcept {
   detail::next_touch_counters& c = detail::nt_counters;
-  for (auto* a : {&c.faults, &c.chunks, &c.pages_moved, &c.pages_failed, &c.pages_unpopulated, &c.widened, &c.waits,
+  for (auto* a : {&c.faults, &c.chunks, &c.pages_moved, &c.pages_already_there, &c.pages_failed, &c.pages_unpopulated, &c.widened, &c.waits,
                   &c.handler_ns, &c.released})
     a->store(0, std::memory_order_relaxed);
 }

@@ -10,6 +10,7 @@
 
 #include "../errors.hpp"
 #include "fault_registry.hpp"
+#include "mappings.hpp"
 #include "numa_calls.hpp"
 #include "signal_handler.hpp"
 
@@ -200,6 +201,13 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     const async_signals_held held;
     sweep_finished();
     disarm_locked(begin, end);  // re-arming what is armed replaces it
+    // Opened chunks are made read-write: arming anything else would change its protection
+    // (a read-only mapping made writable, or a read-only shared file mapping that cannot be
+    // opened at all and faults forever). Checked after the disarm, which opens what we armed.
+    if (first_not_read_write(begin, end) != end) {
+      ec = std::make_error_code(std::errc::invalid_argument);
+      return;
+    }
     armed_range* slot = nullptr;
     for (std::size_t i = 0; i < registry_capacity && slot == nullptr; ++i) {
       int expected = slot_free;

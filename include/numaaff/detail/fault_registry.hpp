@@ -93,6 +93,7 @@ struct next_touch_counters {
   std::atomic<std::uint64_t> faults{0};
   std::atomic<std::uint64_t> chunks{0};
   std::atomic<std::uint64_t> pages_moved{0};
+  std::atomic<std::uint64_t> pages_already_there{0};
   std::atomic<std::uint64_t> pages_failed{0};
   std::atomic<std::uint64_t> pages_unpopulated{0};
   std::atomic<std::uint64_t> widened{0};
@@ -228,34 +229,67 @@ inline void retry_untried(page_batch<N>& b, std::size_t n) noexcept {
   (void)sys_move_pages(m, b.pages, nullptr, b.status, 0);
 }
 
-/// Moves [start, start + len) to `node`, N pages per call, counting the outcome.
+/// In a page-node table (owner mode): the page stays where it is (owner keep_in_place).
+inline constexpr std::uint16_t page_node_keep = 0xffff;
+
+/// Moves [start, start + len) to `node` (or each page to its entry of `page_nodes`), N pages
+/// per call, counting the outcome. A query comes first: pages already on their target are
+/// counted as already there and not handed to move_pages, which would report them as if it
+/// had moved them.
 template <std::size_t N>
 inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t len, int node,
                            const std::uint16_t* page_nodes) noexcept {
   const std::size_t ps = page_size();
   for (std::uintptr_t at = start; at < start + len;) {
     std::size_t n = 0;
-    for (; n < N && at < start + len; ++n, at += ps) {
+    for (; n < N && at < start + len; at += ps) {
+      const int to = page_nodes != nullptr ? *page_nodes++ : node;
+      if (to == page_node_keep) continue;
       b.pages[n] = reinterpret_cast<void*>(at);
-      b.nodes[n] = page_nodes != nullptr ? *page_nodes++ : node;
+      b.nodes[n] = to;
+      ++n;
     }
-    const auto r = sys_move_pages(n, b.pages, b.nodes, b.status, MPOL_MF_MOVE);
-    if (!r && r.error == ENOSYS) continue;  // no NUMA, nothing to move; the chunk is open all the same
+    if (n == 0) continue;
+    const auto q = sys_move_pages(n, b.pages, nullptr, b.status, 0);
+    if (!q && q.error == ENOSYS) continue;  // no NUMA, nothing to move; the chunk is open all the same
+    std::uint64_t there = 0, unpopulated = 0;
+    std::size_t m = n;  // the pages to move, regrouped at the front
+    if (q) {
+      m = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        if (b.status[i] == b.nodes[i]) {
+          ++there;
+        } else if (b.status[i] == -ENOENT || b.status[i] == -EFAULT) {
+          ++unpopulated;
+        } else {
+          b.pages[m] = b.pages[i];
+          b.nodes[m] = b.nodes[i];
+          ++m;
+        }
+      }
+    }
+    nt_counters.pages_already_there.fetch_add(there, std::memory_order_relaxed);
+    if (m == 0) {
+      nt_counters.pages_unpopulated.fetch_add(unpopulated, std::memory_order_relaxed);
+      continue;
+    }
+    const auto r = sys_move_pages(m, b.pages, b.nodes, b.status, MPOL_MF_MOVE);
     // A positive result counts pages the kernel did not move: it stopped at the first page it
     // could not migrate, wrote no status for that page's group and did not try the pages after
     // it. A failed call (ENOMEM) may have moved the groups before the failure. Tail pages of a
     // transparent huge page report EBUSY although the huge page moved.
     bool requery = !r || r.value > 0;
-    for (std::size_t i = 0; i < n && !requery; ++i) requery = b.status[i] == -EBUSY;
+    for (std::size_t i = 0; i < m && !requery; ++i) requery = b.status[i] == -EBUSY;
     if (requery) {
-      if (!sys_move_pages(n, b.pages, nullptr, b.status, 0)) {
-        nt_counters.pages_failed.fetch_add(n, std::memory_order_relaxed);  // where they are is unknown
+      if (!sys_move_pages(m, b.pages, nullptr, b.status, 0)) {
+        nt_counters.pages_failed.fetch_add(m, std::memory_order_relaxed);  // where they are is unknown
+        nt_counters.pages_unpopulated.fetch_add(unpopulated, std::memory_order_relaxed);
         continue;
       }
-      if (r && r.value > 0) retry_untried(b, n);
+      if (r && r.value > 0) retry_untried(b, m);
     }
-    std::uint64_t moved = 0, unpopulated = 0, failed = 0;
-    for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t moved = 0, failed = 0;
+    for (std::size_t i = 0; i < m; ++i) {
       if (b.status[i] == b.nodes[i]) {
         ++moved;
       } else if (b.status[i] == -ENOENT || b.status[i] == -EFAULT) {
