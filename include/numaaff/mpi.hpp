@@ -124,7 +124,9 @@ rank_view this_rank(MPI_Comm comm = MPI_COMM_WORLD);
  * @throws std::system_error with numaaff::errc::unusable_binding on every rank when some
  *         rank's binding is unusable (the message names each such rank, its host and its
  *         binding; the collectives complete first, so no rank is left waiting);
- *         numaaff::errc::mpi_call_failed if an MPI call fails.
+ *         numaaff::errc::mpi_call_failed if an MPI call fails; std::invalid_argument naming
+ *         `comm` for MPI_COMM_NULL or an intercommunicator (as split_by_host and
+ *         split_by_node: merge one with MPI_Intercomm_merge first).
  */
 job_layout gather_layout(MPI_Comm comm = MPI_COMM_WORLD);
 
@@ -243,8 +245,21 @@ inline mpi::rank_view mpi_decode(int rank, const std::string& s, std::string& un
   return v;
 }
 
-// Every rank's string, in rank order. Collective over comm.
+// The bridge's collectives size their arrays by the local group and gather into them: over an
+// intercommunicator every rank of the remote group would write past them. So `comm` must be
+// an intracommunicator (MPI_Intercomm_merge makes one of an intercommunicator).
+inline void require_intracomm(const char* fn, MPI_Comm comm) {
+  if (comm == MPI_COMM_NULL) throw_invalid_argument(std::string("mpi::") + fn + ": comm is MPI_COMM_NULL");
+  int inter = 0;
+  mpi_check(MPI_Comm_test_inter(comm, &inter), "MPI_Comm_test_inter");
+  if (inter != 0)
+    throw_invalid_argument(std::string("mpi::") + fn +
+                           ": comm is an intercommunicator; pass an intracommunicator (MPI_Intercomm_merge makes one)");
+}
+
+// Every rank's string, in rank order. Collective over comm (an intracommunicator).
 inline std::vector<std::string> mpi_allgather_strings(MPI_Comm comm, const std::string& mine) {
+  require_intracomm("allgather", comm);
   int size = 0;
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size");
   if (mine.size() > static_cast<std::size_t>(INT_MAX)) throw_invalid_argument("numaaff::mpi: a rank's view exceeds 2 GiB");
@@ -286,6 +301,7 @@ inline rank_view this_rank(MPI_Comm comm) {
 }
 
 inline job_layout gather_layout(MPI_Comm comm) {
+  detail::require_intracomm("gather_layout", comm);
   std::string unusable;
   const rank_view mine = detail::mpi_view(comm, unusable);
   const std::vector<std::string> all = detail::mpi_allgather_strings(comm, detail::mpi_encode(mine, unusable));
@@ -397,6 +413,7 @@ inline void prepare_buffer(void* buffer, int count, MPI_Datatype type) {
 }
 
 inline MPI_Comm split_by_host(MPI_Comm comm) {
+  detail::require_intracomm("split_by_host", comm);
   int rank = 0;
   detail::mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
   MPI_Comm out = MPI_COMM_NULL;
@@ -405,6 +422,7 @@ inline MPI_Comm split_by_host(MPI_Comm comm) {
 }
 
 inline MPI_Comm split_by_node(MPI_Comm comm) {
+  detail::require_intracomm("split_by_node", comm);
   std::string unusable;
   const rank_view me = detail::mpi_view(comm, unusable);
   MPI_Comm host = split_by_host(comm);

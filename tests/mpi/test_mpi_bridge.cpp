@@ -229,6 +229,36 @@ TEST(MpiBridge, ArmedBuffersCrossMpiIntactAfterPrepareBuffer) {
   }
 }
 
+// The collectives size their arrays by the local group: over an intercommunicator, the remote
+// group's ranks would be gathered past their end. They refuse one, on every rank, before any
+// collective starts (so no rank is left waiting either).
+TEST(MpiBridge, IntercommunicatorsAreRefusedNotOverflowed) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  MPI_Comm half = MPI_COMM_NULL, inter = MPI_COMM_NULL;
+  const int me = world_rank();
+  ASSERT_EQ(MPI_Comm_split(MPI_COMM_WORLD, me % 2, me, &half), MPI_SUCCESS);
+  ASSERT_EQ(MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, me % 2 == 0 ? 1 : 0, 11, &inter), MPI_SUCCESS);
+  const auto refused = [](auto&& call) {
+    try {
+      call();
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what()).find("intercommunicator") != std::string::npos;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused([&] { (void)numaaff::mpi::gather_layout(inter); }));
+  EXPECT_TRUE(refused([&] { (void)numaaff::mpi::split_by_node(inter); }));
+  EXPECT_TRUE(refused([&] { (void)numaaff::mpi::split_by_host(inter); }));
+  EXPECT_THROW((void)numaaff::mpi::gather_layout(MPI_COMM_NULL), std::invalid_argument);
+  // The merged communicator works, with every rank of both groups.
+  MPI_Comm merged = MPI_COMM_NULL;
+  ASSERT_EQ(MPI_Intercomm_merge(inter, me % 2, &merged), MPI_SUCCESS);
+  EXPECT_EQ(numaaff::mpi::gather_layout(merged).ranks().size(), static_cast<std::size_t>(world_size()));
+  MPI_Comm_free(&merged);
+  MPI_Comm_free(&inter);
+  MPI_Comm_free(&half);
+}
+
 // Run under a binding that leaves no usable node (the VM's cgroup whose cpuset.mems is a
 // memory-only node): this_rank is an error naming the binding, and the collective calls
 // report it on every rank instead of leaving the others waiting.
