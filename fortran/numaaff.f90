@@ -2,6 +2,12 @@
 ! or an errno value, or a c_ptr that is c_null_ptr on failure; nodes are the kernel's numbers.
 ! Memory from numaaff_alloc_* is used through c_f_pointer and freed with numaaff_free, giving
 ! the same size in bytes. A range is (c_loc(a), bytes), e.g. bytes = size(a) * c_sizeof(a(1)).
+! C `unsigned` arguments (weights) are integer(c_int): Fortran has no unsigned kind, and the
+! values they carry stay far below 2**31. numaaff_omp_bind_team is in module numaaff_omp
+! (fortran/numaaff_omp.f90), for programs compiled with OpenMP.
+! tests/fortran/check_interfaces.py compares this module with numaaff.h (ctest
+! fortran.interfaces_match_header): a function, constant or struct member added there must be
+! added here.
 !
 !   use numaaff
 !   real(c_double), pointer :: a(:)
@@ -13,11 +19,14 @@ module numaaff
   use, intrinsic :: iso_c_binding
   implicit none
   private
-  public :: numaaff_move_result, numaaff_next_touch_stats
-  public :: numaaff_node_count, numaaff_nodes, numaaff_current_node, numaaff_distance, numaaff_cpus_of
+  public :: numaaff_move_result, numaaff_next_touch_stats, numaaff_keep
+  public :: numaaff_node_count, numaaff_nodes, numaaff_cpu_nodes, numaaff_current_node, numaaff_distance
+  public :: numaaff_cpus_of
   public :: numaaff_pin_thread, numaaff_set_homenode, numaaff_homenode, numaaff_team_node
+  public :: numaaff_static_thread, numaaff_static_node
   public :: numaaff_alloc_onnode, numaaff_alloc_local, numaaff_alloc_interleaved, numaaff_free
-  public :: numaaff_move_to, numaaff_place_blocks, numaaff_pages_on, numaaff_pages_unpopulated
+  public :: numaaff_move_to, numaaff_place_blocks, numaaff_weighted_interleave, numaaff_bandwidth_weights
+  public :: numaaff_promote, numaaff_demote, numaaff_pages_on, numaaff_pages_unpopulated
   public :: numaaff_next_touch, numaaff_next_touch_blocks, numaaff_place_blocks_on_next_touch
   public :: numaaff_disarm, numaaff_touch_now, numaaff_get_next_touch_stats, numaaff_reset_next_touch_stats
   public :: numaaff_system_report, numaaff_strerror, numaaff_page_bytes
@@ -29,14 +38,24 @@ module numaaff
 
   type, bind(C) :: numaaff_next_touch_stats
     integer(c_long_long) :: faults, chunks_migrated, pages_moved, pages_failed, pages_unpopulated
-    integer(c_long_long) :: chunks_released, handler_ns
+    integer(c_long_long) :: chunks_released, handler_ns, pages_already_there
   end type numaaff_next_touch_stats
+
+  ! The owner that leaves a block where it is (NUMAAFF_KEEP), for numaaff_place_blocks and
+  ! numaaff_place_blocks_on_next_touch.
+  integer(c_int), parameter :: numaaff_keep = -1
 
   interface
     integer(c_int) function numaaff_node_count() bind(C, name="numaaff_node_count")
       import :: c_int
     end function
     integer(c_int) function numaaff_nodes(nodes, capacity, count) bind(C, name="numaaff_nodes")
+      import :: c_int, c_size_t
+      integer(c_int), intent(out) :: nodes(*)
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: count
+    end function
+    integer(c_int) function numaaff_cpu_nodes(nodes, capacity, count) bind(C, name="numaaff_cpu_nodes")
       import :: c_int, c_size_t
       integer(c_int), intent(out) :: nodes(*)
       integer(c_size_t), value :: capacity
@@ -73,6 +92,17 @@ module numaaff
       import :: c_int
       integer(c_int), value :: thread, team_size
     end function
+    ! index is 0-based, as in C: iteration i of a Fortran do loop from 1 is index i - 1.
+    integer(c_int) function numaaff_static_thread(index, count, team_size) bind(C, name="numaaff_static_thread")
+      import :: c_int, c_size_t
+      integer(c_size_t), value :: index, count
+      integer(c_int), value :: team_size
+    end function
+    integer(c_int) function numaaff_static_node(index, count, team_size) bind(C, name="numaaff_static_node")
+      import :: c_int, c_size_t
+      integer(c_size_t), value :: index, count
+      integer(c_int), value :: team_size
+    end function
 
     type(c_ptr) function numaaff_alloc_onnode(bytes, node) bind(C, name="numaaff_alloc_onnode")
       import :: c_ptr, c_size_t, c_int
@@ -106,6 +136,33 @@ module numaaff
       type(c_ptr), value :: addr
       integer(c_size_t), value :: bytes, block_bytes, owner_count
       integer(c_int), intent(in) :: owners(*)
+      type(numaaff_move_result), intent(out) :: result
+    end function
+    integer(c_int) function numaaff_weighted_interleave(addr, bytes, nodes, weights, count) &
+        bind(C, name="numaaff_weighted_interleave")
+      import :: c_ptr, c_size_t, c_int
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes
+      integer(c_int), intent(in) :: nodes(*), weights(*)
+      integer(c_size_t), value :: count
+    end function
+    integer(c_int) function numaaff_bandwidth_weights(nodes, weights, capacity, count) &
+        bind(C, name="numaaff_bandwidth_weights")
+      import :: c_size_t, c_int
+      integer(c_int), intent(out) :: nodes(*), weights(*)
+      integer(c_size_t), value :: capacity
+      integer(c_size_t), intent(out) :: count
+    end function
+    integer(c_int) function numaaff_promote(addr, bytes, result) bind(C, name="numaaff_promote")
+      import :: c_ptr, c_size_t, c_int, numaaff_move_result
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes
+      type(numaaff_move_result), intent(out) :: result
+    end function
+    integer(c_int) function numaaff_demote(addr, bytes, result) bind(C, name="numaaff_demote")
+      import :: c_ptr, c_size_t, c_int, numaaff_move_result
+      type(c_ptr), value :: addr
+      integer(c_size_t), value :: bytes
       type(numaaff_move_result), intent(out) :: result
     end function
     integer(c_int) function numaaff_pages_on(addr, bytes, node, pages) bind(C, name="numaaff_pages_on")

@@ -7,6 +7,7 @@
 #include <numaaff/homenode.hpp>
 #include <numaaff/memory.hpp>
 #include <numaaff/next_touch.hpp>
+#include <numaaff/partition.hpp>
 #include <numaaff/system_report.hpp>
 #include <numaaff/topology.hpp>
 
@@ -142,6 +143,16 @@ int numaaff_homenode(void) noexcept {
   int n = -1;
   if (const int e = guarded([&] { n = numaaff::this_homenode(); }); e != 0) errno = e;
   return n;
+}
+
+int numaaff_static_thread(size_t index, size_t count, int team_size) noexcept {
+  if (team_size <= 0 || index >= count) return -1;
+  return static_cast<int>(numaaff::static_part_of(count, static_cast<std::size_t>(team_size), index));
+}
+
+int numaaff_static_node(size_t index, size_t count, int team_size) noexcept {
+  const int thread = numaaff_static_thread(index, count, team_size);
+  return thread < 0 ? -1 : numaaff_team_node(thread, team_size);
 }
 
 int numaaff_team_node(int thread, int team_size) noexcept {
@@ -288,9 +299,10 @@ int numaaff_touch_now(void* addr, size_t bytes) noexcept {
 int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats) noexcept {
   if (stats == nullptr) return EINVAL;
   const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
-  *stats = numaaff_next_touch_stats{s.faults,           s.chunks_migrated, s.pages_moved,
+  *stats = numaaff_next_touch_stats{s.faults,           s.chunks_migrated,   s.pages_moved,
                                     s.pages_failed,     s.pages_unpopulated, s.chunks_released,
-                                    static_cast<unsigned long long>(s.handler_time.count())};
+                                    static_cast<unsigned long long>(s.handler_time.count()),
+                                    s.pages_already_there};
   return 0;
 }
 

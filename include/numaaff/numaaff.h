@@ -14,7 +14,7 @@
  * All functions are thread-safe. On a one-node machine, or in a sandbox that forbids the NUMA
  * system calls, placement calls succeed as no-ops (see numaaff_system_report).
  *
- * The OpenMP part (numaaff_omp_bind_team) is inline in this header and compiled only where
+ * The OpenMP part (numaaff_omp_bind_team, numaaff_omp_first_touch) is inline in this header and compiled only where
  * `_OPENMP` is defined: a C program without OpenMP does not need it.
  *
  * @code{.c}
@@ -74,6 +74,15 @@ NUMAAFF_C_API int numaaff_homenode(void) NUMAAFF_C_NOEXCEPT;
  *  in proportion to each node's usable CPUs (thread_pool's and numaaff/openmp.hpp's
  *  partition), so that with schedule(static) thread i's block is on its node. -1 if invalid. */
 NUMAAFF_C_API int numaaff_team_node(int thread, int team_size) NUMAAFF_C_NOEXCEPT;
+/** The thread of a team of `team_size` that runs iteration `index` of a `schedule(static)`
+ *  loop of `count` iterations: OpenMP's static cut, thread t taking the t-th of `team_size`
+ *  contiguous blocks, the first `count % team_size` one iteration longer. -1 if invalid
+ *  (index >= count, team_size <= 0). */
+NUMAAFF_C_API int numaaff_static_thread(size_t index, size_t count, int team_size) NUMAAFF_C_NOEXCEPT;
+/** The node iteration (or block) `index` of such a loop belongs on: numaaff_team_node of its
+ *  static thread. With a team bound by numaaff_omp_bind_team, the owners a code splitting its
+ *  arrays by the static schedule gives numaaff_place_blocks. -1 if invalid. */
+NUMAAFF_C_API int numaaff_static_node(size_t index, size_t count, int team_size) NUMAAFF_C_NOEXCEPT;
 
 /* ---- memory ------------------------------------------------------------------------------ */
 
@@ -85,7 +94,10 @@ NUMAAFF_C_API void* numaaff_alloc_local(size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** `bytes` spread over the nodes (NUMAAFF_INTERLEAVE_NODES, else all): page by page above
  *  32 KiB, whole blocks round-robin below. */
 NUMAAFF_C_API void* numaaff_alloc_interleaved(size_t bytes) NUMAAFF_C_NOEXCEPT;
-/** Frees a block of any numaaff_alloc_* function, given the same size. NULL is a no-op. */
+/** Frees a block of any numaaff_alloc_* function, given the same size. NULL is a no-op. A
+ *  double free, a pointer that no numaaff_alloc_* function returned (or one inside a block),
+ *  or a size that does not match the block's, writes a message to stderr and aborts: it never
+ *  hands one block to two owners. */
 NUMAAFF_C_API void numaaff_free(void* p, size_t bytes) NUMAAFF_C_NOEXCEPT;
 
 /** What numaaff_move_to did, page by page. */
@@ -102,10 +114,15 @@ typedef struct numaaff_move_result {
 /** Migrates every populated page of the range to `node`; `result` may be NULL. Per-page
  *  failures are in `result`, not the return value. */
 NUMAAFF_C_API int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result) NUMAAFF_C_NOEXCEPT;
+/** The owner value that leaves a block where it is (numaaff_place_blocks and
+ *  numaaff_place_blocks_on_next_touch): free slots of a block pool, blocks whose owner did not
+ *  change. Their pages are not moved; resident ones count as already_there. */
+#define NUMAAFF_KEEP (-1)
+
 /** Puts each block of the range on its owner's node now, in one batched call (the phase
  *  change of a block-structured code whose new owners are known): block b is the
- *  `block_bytes` at addr + b * block_bytes, `owners[b]` its node; `owner_count` must cover
- *  every block. `result` may be NULL. See numaaff::place_blocks. */
+ *  `block_bytes` at addr + b * block_bytes, `owners[b]` its node or NUMAAFF_KEEP;
+ *  `owner_count` must cover every block. `result` may be NULL. See numaaff::place_blocks. */
 NUMAAFF_C_API int numaaff_place_blocks(void* addr, size_t bytes, size_t block_bytes, const int* owners,
                                        size_t owner_count, numaaff_move_result* result) NUMAAFF_C_NOEXCEPT;
 /** Spreads the pages of the range over `nodes[i]` in proportion to `weights[i]` (i below
@@ -131,7 +148,9 @@ NUMAAFF_C_API int numaaff_pages_unpopulated(const void* addr, size_t bytes, size
 /* ---- next touch -------------------------------------------------------------------------- */
 
 /** Arms the range: each chunk (128 pages) moves to the node of the thread that touches it
- *  next. */
+ *  next. The range must be mapped readable and writable and not executable (opened chunks are
+ *  made read-write): EINVAL for any other range, which is left as it was. Likewise for every
+ *  arming call below. */
 NUMAAFF_C_API int numaaff_next_touch(void* addr, size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** The same with chunks derived from the application's block size: `block_bytes` rounded to
  *  whole pages, so that a chunk never spans two owners' blocks when blocks are page-aligned. */
@@ -151,11 +170,12 @@ NUMAAFF_C_API int numaaff_touch_now(void* addr, size_t bytes) NUMAAFF_C_NOEXCEPT
 typedef struct numaaff_next_touch_stats {
   unsigned long long faults;
   unsigned long long chunks_migrated;
-  unsigned long long pages_moved;
-  unsigned long long pages_failed;
-  unsigned long long pages_unpopulated;
-  unsigned long long chunks_released;
-  unsigned long long handler_ns;
+  unsigned long long pages_moved;          /**< moved to their target (were elsewhere) */
+  unsigned long long pages_failed;         /**< could not be moved */
+  unsigned long long pages_unpopulated;    /**< never touched: nothing to move */
+  unsigned long long chunks_released;      /**< left to the application (it unmapped or re-protected them) */
+  unsigned long long handler_ns;           /**< time in the handler */
+  unsigned long long pages_already_there;  /**< were on their target already */
 } numaaff_next_touch_stats;
 NUMAAFF_C_API int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats) NUMAAFF_C_NOEXCEPT;
 NUMAAFF_C_API int numaaff_reset_next_touch_stats(void) NUMAAFF_C_NOEXCEPT;
@@ -176,6 +196,7 @@ NUMAAFF_C_API const char* numaaff_strerror(int error) NUMAAFF_C_NOEXCEPT;
 
 #if defined(_OPENMP) && !defined(__cplusplus)
 #include <omp.h>
+#include <string.h>
 /** Pins each thread of the next parallel regions of `team_size` threads (0: the runtime's
  *  default) on the node numaaff_team_node gives it. Returns 0 if every thread was pinned,
  *  else the first error. The runtime keeps the same threads for later regions of that size. */
@@ -191,6 +212,23 @@ static inline int numaaff_omp_bind_team(int team_size) {
     }
   }
   return first_error;
+}
+
+/** First touch by the static schedule: each thread of a parallel region (of the runtime's
+ *  default team, bound by numaaff_omp_bind_team first) zero-fills its `schedule(static)` share
+ *  of the `count` elements of `elem_bytes` at `data`, so that a later `#pragma omp for
+ *  schedule(static)` over them finds each thread's elements on its node. 0, or EINVAL for a
+ *  null `data` with count > 0 or a size that overflows. */
+static inline int numaaff_omp_first_touch(void* data, size_t count, size_t elem_bytes) {
+  if ((data == NULL && count != 0) || (elem_bytes != 0 && count > (size_t)-1 / elem_bytes)) return 22; /* EINVAL */
+#pragma omp parallel
+  {
+    const size_t team = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
+    const size_t base = count / team, extra = count % team;
+    const size_t first = t * base + (t < extra ? t : extra), length = base + (t < extra ? 1 : 0);
+    if (length != 0) memset((char*)data + first * elem_bytes, 0, length * elem_bytes);
+  }
+  return 0;
 }
 #endif
 

@@ -4,6 +4,7 @@
 #include <numaaff/numaaff.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <numaif.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,41 @@ static int homenode_is_an_error(void) {
   return n == -1 && errno == EINVAL && p == NULL ? 0 : 1;
 }
 
+/* Runs `misuse` in a forked child with its stderr in a pipe: 1 if the child died of SIGABRT
+ * after writing `message`. */
+static int aborts_saying(void (*misuse)(void), const char* message) {
+  int fds[2];
+  if (pipe(fds) != 0) return 0;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], 2);
+    misuse();
+    _exit(0);
+  }
+  close(fds[1]);
+  char said[512];
+  size_t n = 0;
+  ssize_t got;
+  while (n < sizeof said - 1 && (got = read(fds[0], said + n, sizeof said - 1 - n)) > 0) n += (size_t)got;
+  said[n] = '\0';
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(said, message) != NULL;
+}
+static void double_free_small(void) {
+  void* p = numaaff_alloc_local(64);
+  numaaff_free(p, 64);
+  numaaff_free(p, 64);
+}
+static void double_free_large(void) {
+  void* p = numaaff_alloc_local(1 << 20);
+  numaaff_free(p, 1 << 20);
+  numaaff_free(p, 1 << 20);
+}
+static void free_foreign(void) { numaaff_free(malloc(64), 64); }
+static void free_wrong_size(void) { numaaff_free(numaaff_alloc_local(1 << 20), 1 << 16); }
+
 int main(void) {
   /* First: NUMAAFF_HOMENODE is read once per process, at the first use of a homenode (a
    * forked child of a process that has read it keeps what the parent read). */
@@ -108,6 +144,10 @@ int main(void) {
     CHECK(numaaff_place_blocks(m, bytes, 72 * 1024, owners, 32, &r) == 0 && r.already_there == bytes / (size_t)ps &&
           r.carried == 0);
     CHECK(numaaff_place_blocks(m, bytes, 72 * 1024, owners, 2, &r) == EINVAL); /* too few owners */
+    for (int b = 0; b < 32; b += 2) owners[b] = NUMAAFF_KEEP; /* free slots: left where they are */
+    CHECK(numaaff_place_blocks(m, bytes, 72 * 1024, owners, 32, &r) == 0 && r.already_there == bytes / (size_t)ps &&
+          r.failed == 0);
+    for (int b = 0; b < 32; ++b) owners[b] = first;
     /* the same lazily: armed, opened by whoever touches, every byte kept */
     numaaff_reset_next_touch_stats();
     CHECK(numaaff_place_blocks_on_next_touch(m, bytes, 72 * 1024, owners, 32) == 0);
@@ -147,12 +187,20 @@ int main(void) {
   CHECK(sum == 3L * (long)(bytes / (size_t)ps));
   numaaff_next_touch_stats st;
   CHECK(numaaff_get_next_touch_stats(&st) == 0 && st.faults >= 1 && st.chunks_migrated >= 1);
+  /* one node: every page was local already, and is counted so, not as moved */
+  CHECK(sandboxed() || count > 1 || (st.pages_already_there == bytes / (size_t)ps && st.pages_moved == 0));
   CHECK(numaaff_next_touch_blocks(m, bytes, 72 * 1024) == 0);
   CHECK(numaaff_touch_now(m, bytes) == 0);
   CHECK(numaaff_disarm(m, bytes) == 0);
   CHECK(numaaff_next_touch_blocks(m, bytes, 0) == EINVAL);
   CHECK(next_touch(NULL, 4096) == EINVAL);
   numaaff_free(m, bytes);
+
+  /* misuse of the heap aborts with a message instead of giving one block to two owners */
+  CHECK(aborts_saying(double_free_small, "numaaff: double free"));
+  CHECK(aborts_saying(double_free_large, "numaaff: free of a pointer numaaff did not allocate, or a double free"));
+  CHECK(aborts_saying(free_foreign, "numaaff: free of a pointer numaaff did not allocate"));
+  CHECK(aborts_saying(free_wrong_size, "numaaff: free with a size that does not match"));
 
   /* threads */
   CHECK(pin_thread(first) == 0 && numaaff_homenode() == first && numaaff_current_node() == first);
@@ -161,6 +209,13 @@ int main(void) {
   CHECK(numaaff_set_homenode(4000) == EINVAL);
   CHECK(numaaff_team_node(0, 4) == first);
   CHECK(numaaff_team_node(4, 4) == -1);
+  /* schedule(static) of 10 iterations over 3 threads: 0-3, 4-6, 7-9 */
+  CHECK(numaaff_static_thread(0, 10, 3) == 0 && numaaff_static_thread(3, 10, 3) == 0);
+  CHECK(numaaff_static_thread(4, 10, 3) == 1 && numaaff_static_thread(6, 10, 3) == 1);
+  CHECK(numaaff_static_thread(7, 10, 3) == 2 && numaaff_static_thread(9, 10, 3) == 2);
+  CHECK(numaaff_static_thread(10, 10, 3) == -1 && numaaff_static_thread(0, 10, 0) == -1);
+  CHECK(numaaff_static_thread(1, 2, 4) == 1); /* fewer iterations than threads */
+  CHECK(numaaff_static_node(9, 10, 3) == numaaff_team_node(2, 3) && numaaff_static_node(10, 10, 3) == -1);
 
   /* the report */
   char text[64];
