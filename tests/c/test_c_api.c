@@ -3,6 +3,8 @@
  * Prints one line per check; exit status = number of failed checks. */
 #include <numaaff/numaaff.h>
 
+#include "check.h"
+
 #include <errno.h>
 #include <signal.h>
 #include <numaif.h>
@@ -12,16 +14,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures = 0;
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (cond) {                                                            \
-      printf("ok   %s\n", #cond);                                          \
-    } else {                                                               \
-      printf("FAIL %s (line %d, errno %d)\n", #cond, __LINE__, errno);     \
-      ++failures;                                                          \
-    }                                                                      \
-  } while (0)
 
 /* The contract's exact types. */
 static void* (*const alloc_onnode)(size_t, int) = numaaff_alloc_onnode;

@@ -5,6 +5,8 @@
  * Prints one line per check; exit status = number of failed checks. */
 #include <numaaff/numaaff.h>
 
+#include "check.h"
+
 #include <errno.h>
 #include <numaif.h>
 #include <omp.h>
@@ -13,16 +15,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures = 0;
-#define CHECK(cond)                                              \
-  do {                                                           \
-    if (cond) {                                                  \
-      printf("ok   %s\n", #cond);                                \
-    } else {                                                     \
-      printf("FAIL %s (line %d)\n", #cond, __LINE__);            \
-      ++failures;                                                \
-    }                                                            \
-  } while (0)
 
 int main(void) {
   const int team = omp_get_max_threads();
