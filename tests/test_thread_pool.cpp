@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -921,6 +922,23 @@ TEST(ThreadPoolHost, OneNodeForkSubmissionsStayOnTheCallersNode) {
   const node_id here = numaaff::current_node();
   EXPECT_EQ(pool.submit([] { return numaaff::this_homenode(); }).get(),
             std::find(pool.nodes().begin(), pool.nodes().end(), here) != pool.nodes().end() ? here : pool.nodes().front());
+}
+
+TEST(ThreadPoolHost, AChildForkedFromATaskCanDestroyItsCopyOfThePool) {
+  // The child's copy of the task's thread-local state says it runs a task of the pool; its
+  // destructor must still take the forked child's path (leave the parent's work alone).
+  auto pool = std::make_unique<numaaff::thread_pool>();
+  int status = -1;
+  pool->submit([&] {
+        const pid_t pid = fork();
+        if (pid == 0) {
+          pool.reset();
+          _exit(0);
+        }
+        waitpid(pid, &status, 0);
+      })
+      .get();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
 }
 
 TEST(ThreadPoolDeathTest, DestroyedFromItsOwnTaskFailsFastInsteadOfHanging) {

@@ -213,6 +213,8 @@ inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::si
   }
   if (ec) {
     release_block(p, bytes, align, interleaved_mapping(s.options));
+    // Out of mappings (mbind's ENOMEM) is out of memory for an allocator: std::bad_alloc.
+    if (ec == std::errc::not_enough_memory) throw_bad_alloc();
     throw_failure(ec, s.weights.empty() ? "interleave" : "weighted_interleave");
   }
   if (s.options.populate) {
@@ -274,7 +276,7 @@ inline const std::shared_ptr<interleave_state>& default_interleave_state() {
 
 /**
  * `bytes` of memory on `node`, page-aligned for large blocks (and 16-byte or more aligned
- * always). Free with deallocate(p, bytes, options) giving the same size and options.
+ * always). Free with deallocate(p, bytes) giving the same size.
  *
  * Thread-safe. Small blocks take no system call in the common case.
  * @throws std::invalid_argument for a node the kernel does not have.
@@ -293,7 +295,10 @@ inline void* allocate_on_node(std::size_t bytes, node_id node, alloc_options opt
   }
   return detail::numa_allocate(bytes, alignof(std::max_align_t), node, detail::placement_of(options), ec);
 }
-/// Frees a block from allocate_on_node or allocate_interleaved. Thread-safe, never throws.
+/// Frees a block from allocate_on_node or allocate_interleaved; the pointer says what kind of
+/// block it is, so `options` need not be the allocation's. Thread-safe, never throws; aborts
+/// with a message for a block freed twice, a pointer numaaff did not give, or a size that
+/// does not fit the block (see the file comment).
 inline void deallocate(void* p, std::size_t bytes, alloc_options options = {}) noexcept {
   detail::release_block(p, bytes, alignof(std::max_align_t), options);
 }

@@ -18,6 +18,7 @@
 #pragma once
 
 #include "armed_ranges.hpp"
+#include "cgroup_memory.hpp"
 #include "numa_calls.hpp"
 #include "page.hpp"
 #include "throw.hpp"
@@ -109,7 +110,9 @@ inline std::uintptr_t freed_mark(const void* p) noexcept {
  */
 class slab_table {
  public:
-  static constexpr unsigned address_bits = 47;  // user space of 4-level paging (mmap never goes higher unasked)
+  // User space of 4-level paging on x86-64 (47 bits) and of arm64's usual 48-bit VA; mmap
+  // never goes higher unasked. A slab mapped above fails its allocation with ENOMEM.
+  static constexpr unsigned address_bits = 48;
   static constexpr unsigned slab_bits = 18;
   static constexpr unsigned leaf_bits = 16;
   static constexpr std::size_t leaf_count = std::size_t{1} << (address_bits - slab_bits - leaf_bits);
@@ -151,6 +154,9 @@ struct slab_header {
   std::uint32_t magic;
   int node;
   int size_class;
+  /// End of the blocks carved so far (offset from the slab start): written under the list's
+  /// lock before a block leaves it, so a free of any block handed out sees it past the block.
+  std::atomic<std::uint32_t> carved;
 };
 
 struct central_list {
@@ -216,8 +222,9 @@ inline std::size_t node_free_bytes(int node) {
  * What an allocation bound to one node can still take from it, in `available`: MemFree less
  * what the kernel keeps back in each of the node's zones (/proc/zoneinfo): its low watermark,
  * plus the largest lowmem reserve ("protection") that keeps user pages out of DMA zones,
- * capped at the zone's free pages. An allocation that reaches into that ends in the OOM killer
- * (a 256 MiB node can keep 12 MiB back). False when the node's MemFree cannot be read.
+ * capped at the zone's free pages; and no more than the process's memory cgroup still allows.
+ * An allocation that reaches into either ends in the OOM killer (a 256 MiB node can keep
+ * 12 MiB back). False when the node's MemFree cannot be read.
  */
 inline bool node_available_bytes(int node, std::size_t& available) {
   const std::size_t free_bytes = node_free_bytes(node);
@@ -258,6 +265,9 @@ inline bool node_available_bytes(int node, std::size_t& available) {
   close_zone();
   const std::size_t reserved = reserved_pages * page_size();
   available = free_bytes > reserved ? free_bytes - reserved : 0;
+  // A memory cgroup caps the process whatever the node has free.
+  const cgroup_memory cg = cgroup_memory_now();
+  if (cg.limited && cg.room() < available) available = static_cast<std::size_t>(cg.room());
   return true;
 }
 
@@ -322,8 +332,10 @@ struct arena_table {
 
   arena_table() { ::pthread_atfork([] { instance().lock_all(); }, [] { instance().unlock_all(); }, [] { instance().unlock_all(); }); }
   static arena_table& instance() {
-    static arena_table table;
-    return table;
+    // Never destroyed: blocks may be freed by threads and destructors that run after static
+    // destruction has begun, and the registry of large blocks must still answer then.
+    static arena_table* table = new arena_table;
+    return *table;
   }
   void lock_all() {
     create.lock();
@@ -356,6 +368,10 @@ inline node_arena& arena_of(int node) {
     t.arenas[node].store(a, std::memory_order_release);
   }
   return *a;
+}
+
+inline slab_header* slab_of(const void* p) noexcept {
+  return reinterpret_cast<slab_header*>(align_down(reinterpret_cast<std::uintptr_t>(p), slab_size));
 }
 
 /// Takes up to `want` blocks of class `c` on `node` from the central list (carving a new slab
@@ -394,12 +410,15 @@ inline free_block* central_take(int node, int c, std::uint32_t want, std::uint32
       h->magic = slab_magic;
       h->node = node;
       h->size_class = c;
+      h->carved.store(0, std::memory_order_relaxed);
       const std::size_t first = size < 64 ? 64 : size;
       list->bump = static_cast<char*>(slab) + first;
       list->bump_end = static_cast<char*>(slab) + slab_size;
     }
     auto* b = reinterpret_cast<free_block*>(list->bump);
     list->bump += size;
+    slab_of(b)->carved.store(static_cast<std::uint32_t>(list->bump - reinterpret_cast<char*>(slab_of(b))),
+                             std::memory_order_relaxed);
     b->next = chain;
     chain = b;
     ++got;
@@ -419,6 +438,11 @@ inline void central_give(int node, int c, free_block* chain) noexcept {
   }
 }
 
+/// Set when the thread's cache is gone (it is destroyed at thread exit, possibly before other
+/// thread_local objects that still free blocks): from then on the thread uses the central
+/// lists directly. Trivially destructible, so it can be read after every destructor ran.
+inline thread_local bool tcache_gone = false;
+
 struct thread_cache {
   struct bin {
     free_block* head = nullptr;
@@ -426,20 +450,21 @@ struct thread_cache {
   };
   bin bins[cached_nodes][class_count] = {};
   ~thread_cache() {
+    tcache_gone = true;
     for (int n = 0; n < cached_nodes; ++n)
       for (int c = 0; c < class_count; ++c)
-        if (bins[n][c].head != nullptr) central_give(n, c, bins[n][c].head);
+        if (bins[n][c].head != nullptr) {
+          central_give(n, c, bins[n][c].head);
+          bins[n][c] = bin{};
+        }
   }
 };
 inline thread_local thread_cache tcache;
 
-inline slab_header* slab_of(const void* p) noexcept {
-  return reinterpret_cast<slab_header*>(align_down(reinterpret_cast<std::uintptr_t>(p), slab_size));
-}
 
 inline void* small_allocate(int node, int c, std::error_code& ec) noexcept {
   free_block* blk = nullptr;
-  if (node < cached_nodes) {
+  if (node < cached_nodes && !tcache_gone) {
     thread_cache::bin& b = tcache.bins[node][c];
     if (b.head == nullptr) {
       std::uint32_t got = 0;
@@ -468,11 +493,13 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const std::size_t size = class_bytes(c);
   // Blocks start at max(64, size) and are `size` apart: both are multiples of `size`.
   if (offset < 64 || offset % size != 0) heap_misuse("free of a pointer inside a block, not at its start", p);
+  if (offset + size > h->carved.load(std::memory_order_relaxed))
+    heap_misuse("free of a pointer numaaff did not allocate (in a slab, past its blocks)", p);
   if (bytes > size) heap_misuse("free with a size larger than the block", p);
   auto* blk = static_cast<free_block*>(p);
   if (blk->freed == freed_mark(p)) heap_misuse("double free", p);
   blk->freed = freed_mark(p);
-  if (node < cached_nodes) {
+  if (node < cached_nodes && !tcache_gone) {
     thread_cache::bin& b = tcache.bins[node][c];
     blk->next = b.head;
     b.head = blk;
@@ -511,7 +538,8 @@ inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const
   arena_table& t = arena_table::instance();
   try {
     std::lock_guard<std::mutex> guard(t.large_lock);
-    t.large.emplace(reinterpret_cast<std::uintptr_t>(p), len);
+    // An entry left at this address means its block was unmapped behind our back: replaced.
+    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), len);
   } catch (...) {  // no room for the entry
     sys_munmap(p, len);
     ec = std::make_error_code(std::errc::not_enough_memory);

@@ -379,11 +379,6 @@ inline scheduler::scheduler(scheduler_config config) : config_(std::move(config)
 }
 
 inline scheduler::~scheduler() {
-  // The destructor waits for every task, the caller's own included, and joins its thread:
-  // from a task of this pool that can never end (std::thread::join on itself fails likewise).
-  if (is_own_worker())
-    abort_with_message("a thread_pool was destroyed from one of its own tasks, which would wait for itself "
-                       "forever (resource deadlock): destroy it from a thread outside the pool");
   if (forked()) {
     // The workers do not exist here and nothing would finish the queued tasks (they leak).
     // Joining would wait forever; detaching would write to descriptors that glibc recycled,
@@ -392,6 +387,12 @@ inline scheduler::~scheduler() {
     for (auto& w : workers_) ::new (static_cast<void*>(&w->thread)) std::thread();
     return;
   }
+  // The destructor waits for every task, the caller's own included, and joins its thread:
+  // from a task of this pool that can never end (std::thread::join on itself fails likewise).
+  // (A child forked from a task took the return above: its copy of this_worker says it is one.)
+  if (is_own_worker())
+    abort_with_message("a thread_pool was destroyed from one of its own tasks, which would wait for itself "
+                       "forever (resource deadlock): destroy it from a thread outside the pool");
   wait_all();
   stop_.store(true, std::memory_order_seq_cst);
   for (auto& n : nodes_) n->sleep.notify_all();
