@@ -8,6 +8,10 @@
 #include <gtest/gtest.h>
 #include <sys/utsname.h>
 
+#include <numaif.h>
+#include <stdlib.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -50,6 +54,79 @@ TEST(SystemReport, PrintsEveryFactWithItsConsequence) {
     EXPECT_NE(text.find(c.action), std::string::npos) << c.action;
   }
   EXPECT_NE(text.find("placement effective"), std::string::npos);
+}
+
+/// A directory tree of cgroup files for cgroup_memory_of, removed at the end.
+struct fake_cgroups {
+  std::string root;
+  fake_cgroups() {
+    char path[] = "/tmp/numaaff-cgroups-XXXXXX";
+    root = mkdtemp(path);
+  }
+  ~fake_cgroups() { std::system(("rm -rf '" + root + "'").c_str()); }
+  void put(const std::string& file, const std::string& value) const {
+    const std::string path = root + "/" + file;
+    std::system(("mkdir -p '" + path.substr(0, path.rfind('/')) + "'").c_str());
+    std::ofstream(path) << value << "\n";
+  }
+};
+
+TEST(CgroupMemory, TheTightestLevelOfV2AndV1Decides) {
+  {
+    // v2 at the root: the job's limit (1 GiB, 900 MiB used) is tighter than its parent's.
+    fake_cgroups t;
+    t.put("cgroup.controllers", "cpu memory");
+    t.put("jobs/memory.max", "8589934592");
+    t.put("jobs/memory.current", "900000000");
+    t.put("jobs/run7/memory.max", "1073741824");
+    t.put("jobs/run7/memory.current", "943718400");
+    t.put("jobs/run7/step/memory.max", "max");
+    const auto m = numaaff::detail::cgroup_memory_of("0::/jobs/run7/step\n", t.root);
+    ASSERT_TRUE(m.limited);
+    EXPECT_EQ(m.limit, 1073741824u);
+    EXPECT_EQ(m.room(), 1073741824u - 943718400u);
+    EXPECT_EQ(m.where, t.root + "/jobs/run7");
+  }
+  {
+    // Hybrid: v2 under unified/ without a limit, v1's memory controller with one.
+    fake_cgroups t;
+    t.put("unified/svc/memory.max", "max");
+    t.put("memory/svc/memory.limit_in_bytes", "536870912");
+    t.put("memory/svc/memory.usage_in_bytes", "600000000");
+    t.put("memory/memory.limit_in_bytes", "9223372036854771712");  // v1's "no limit"
+    const auto m = numaaff::detail::cgroup_memory_of("4:memory:/svc\n3:cpuset:/\n0::/svc\n", t.root);
+    ASSERT_TRUE(m.limited);
+    EXPECT_EQ(m.limit, 536870912u);
+    EXPECT_EQ(m.room(), 0u) << "over its limit: no room";
+  }
+  {
+    fake_cgroups t;
+    t.put("cgroup.controllers", "memory");
+    t.put("memory.max", "max");
+    EXPECT_FALSE(numaaff::detail::cgroup_memory_of("0::/\n", t.root).limited);
+    EXPECT_FALSE(numaaff::detail::cgroup_memory_of("garbage\n", t.root).limited);
+  }
+}
+
+TEST(SystemReport, ShowsTheCgroupLimitAndTheStartPolicy) {
+  const numaaff::capability_report& r = numaaff::system_report();
+  const auto now = numaaff::detail::cgroup_memory_now();
+  EXPECT_EQ(r.cgroup_memory_limit, now.limited ? now.limit : 0u);
+  const std::string text = r.to_string();
+  EXPECT_NE(text.find("memory cgroup limit"), std::string::npos);
+  EXPECT_NE(text.find("memory policy at start"), std::string::npos);
+  // ctest runs this once more under `numactl --interleave=all` (system_report.start_policy).
+  if (const char* want = std::getenv("NUMAAFF_TEST_START_POLICY")) {
+    EXPECT_EQ(r.start_policy.rfind(want, 0), 0u) << r.start_policy;
+    // Kept for the program's own memory: numaaff changed no thread's policy.
+    int mode = -1;
+    ASSERT_EQ(get_mempolicy(&mode, nullptr, 0, nullptr, 0), 0);
+    EXPECT_EQ(mode & 0xff, MPOL_INTERLEAVE);
+  } else if (numaaff_test::in_numa_sandbox()) {
+    EXPECT_EQ(r.start_policy, "unknown");
+  } else {
+    EXPECT_EQ(r.start_policy, "default");
+  }
 }
 
 }  // namespace

@@ -33,6 +33,7 @@
  */
 #pragma once
 
+#include "detail/cgroup_memory.hpp"
 #include "detail/numa_calls.hpp"
 #include "detail/page.hpp"
 #include "topology.hpp"
@@ -78,6 +79,13 @@ struct capability_report {
   int numa_balancing = -1;                         ///< /proc/sys/kernel/numa_balancing, -1 unknown
   std::string transparent_hugepages;               ///< "always", "madvise", "never" or ""
   long max_map_count = -1;                         ///< vm.max_map_count, -1 unknown
+  /// The memory policy the process started with (numactl, an OCI runtime's
+  /// linux.memoryPolicy), read before main: "default", "bind 0-1", "interleave 0-3", ...;
+  /// "unknown" where get_mempolicy is refused. numaaff keeps it wherever it is not asked to
+  /// place memory (it never sets a thread's policy).
+  std::string start_policy;
+  std::uint64_t cgroup_memory_limit = 0;  ///< the tightest memory cgroup limit in bytes, 0 for none
+  std::uint64_t cgroup_memory_room = 0;   ///< what that cgroup still allows (limit - usage)
   std::vector<capability> items;                   ///< every fact with numaaff's consequence
 
   /// True when placement calls can really place and move pages: several nodes, the NUMA
@@ -102,6 +110,9 @@ struct refusal_statistics {
   std::uint64_t mappings_unbound = 0;  ///< allocations left to first-touch placement
   std::uint64_t pages_unmoved = 0;     ///< pages move_to could not move or where() could not locate
   std::uint64_t threads_unpinned = 0;  ///< pin_this_thread calls that could not bind the thread
+  /// weighted_interleave calls (and weighted allocator blocks) placed by plain interleave
+  /// because the process had too few mappings left for per-node runs (see vm.max_map_count)
+  std::uint64_t weighted_fallbacks = 0;
 };
 
 /// A snapshot of the refusal counters. Thread-safe, lock-free, no allocation.
@@ -122,6 +133,34 @@ capability_report probe_capabilities(const topology& topo);
 // ---- implementation ---------------------------------------------------------------------
 
 namespace detail {
+
+/// A memory policy as text: its mode and nodes.
+inline std::string policy_text(int mode, const unsigned long* mask, unsigned long bits) {
+  static const char* const names[] = {"default", "preferred", "bind", "interleave", "local", "preferred many",
+                                      "weighted interleave"};
+  const int m = mode & 0xff;  // the high bits are mode flags (static/relative nodes)
+  std::string text = m >= 0 && m < 7 ? names[m] : "mode " + std::to_string(m);
+  std::vector<node_id> nodes;
+  for (unsigned long n = 0; n < bits; ++n)
+    if ((mask[n / (8 * sizeof(unsigned long))] >> (n % (8 * sizeof(unsigned long)))) & 1UL) nodes.push_back(static_cast<node_id>(n));
+  if (m != MPOL_DEFAULT && m != MPOL_LOCAL && !nodes.empty()) text += " " + format_list(nodes);
+  return text;
+}
+
+/// The main thread's memory policy during static initialisation: what the process started
+/// with, before numaaff or the program changed anything.
+inline std::string read_start_policy() noexcept {
+  try {
+    constexpr unsigned long bits = 4096;  // above any kernel's MAX_NUMNODES
+    unsigned long mask[bits / (8 * sizeof(unsigned long))] = {};
+    int mode = 0;
+    if (!sys_get_mempolicy(&mode, mask, bits, nullptr, 0)) return "unknown";
+    return policy_text(mode, mask, bits);
+  } catch (...) {
+    return "unknown";
+  }
+}
+inline const std::string start_policy = read_start_policy();
 
 inline probe_state state_of(int error, int missing_errno = ENOSYS) noexcept {
   if (error == 0) return probe_state::yes;
@@ -288,7 +327,24 @@ inline capability_report probe_capabilities(const topology& topo) {
                      "huge pages move as a whole; partial protection splits them"});
   r.items.push_back({"vm.max_map_count", probe_state::yes, r.max_map_count < 0 ? "unknown" : std::to_string(r.max_map_count),
                      "next-touch merges chunks when mprotect runs out of mappings (ENOMEM); weighted_interleave "
-                     "sizes its tiles to stay within it"});
+                     "sizes its tiles to stay within it, leaves an eighth (at least 1,024) to the rest of the program, "
+                     "and falls back to plain interleave when that is all that is left (refusal_stats())"});
+  r.start_policy = detail::start_policy;
+  const bool inherited = r.start_policy != "default" && r.start_policy != "unknown";
+  r.items.push_back({"memory policy at start", inherited ? probe_state::yes : probe_state::no, r.start_policy,
+                     inherited ? "kept for all memory numaaff is not asked to place (numaaff never sets a thread's "
+                                 "policy); its allocators and range policies bind what they are given"
+                               : "first touch, except where numaaff is asked to place memory"});
+  const detail::cgroup_memory cg = detail::cgroup_memory_now();
+  r.cgroup_memory_limit = cg.limited ? cg.limit : 0;
+  r.cgroup_memory_room = cg.limited ? cg.room() : 0;
+  r.items.push_back({"memory cgroup limit", cg.limited ? probe_state::yes : probe_state::no,
+                     cg.limited ? std::to_string(cg.limit >> 20) + " MiB (" + std::to_string(cg.used >> 20) + " MiB used, " +
+                                      std::to_string(cg.room() >> 20) + " MiB left) at " + cg.where
+                                : "none",
+                     cg.limited ? "the room numaaff sees on each node is at most what the cgroup still allows (tier "
+                                  "spill, populated strict blocks)"
+                                : "the room on a node is its free memory"});
   std::string system_weights;
   for (node_id n : topo.nodes())
     if (const unsigned w = detail::system_interleave_weight(n)) system_weights += (system_weights.empty() ? "" : " ") + std::to_string(n) + ":" + std::to_string(w);
@@ -321,6 +377,7 @@ inline refusal_statistics refusal_stats() noexcept {
   s.mappings_unbound = detail::refusals.mappings.load(std::memory_order_relaxed);
   s.pages_unmoved = detail::refusals.pages.load(std::memory_order_relaxed);
   s.threads_unpinned = detail::refusals.pinnings.load(std::memory_order_relaxed);
+  s.weighted_fallbacks = detail::refusals.weighted_fallbacks.load(std::memory_order_relaxed);
   return s;
 }
 
