@@ -442,9 +442,9 @@ TEST(PlaceBlocks, UnalignedBlocksOnOneNodeAreAllThereAndKeepEveryByte) {
 }
 
 TEST(PlaceBlocks, KeepInPlaceLeavesABlockWhereItIs) {
-  // Free slots of a block pool and blocks whose owner did not change: -1 (keep_in_place) is
+  // Free slots of a block pool and blocks whose owner did not change: -2 (keep_in_place) is
   // an owner, not a mistake; any other negative owner still is.
-  static_assert(numaaff::keep_in_place == -1, "the C API's NUMAAFF_KEEP");
+  static_assert(numaaff::keep_in_place == -2, "the C API's NUMAAFF_KEEP");
   mapping m(64);
   std::memset(m.p, 5, 40 * ps);
   std::vector<int> owners(8, numaaff::keep_in_place);
@@ -456,7 +456,7 @@ TEST(PlaceBlocks, KeepInPlaceLeavesABlockWhereItIs) {
   EXPECT_EQ(r.moved + r.failed + r.carried, 0u);
   owners.assign(8, numaaff::keep_in_place);
   EXPECT_EQ(numaaff::place_blocks(m.p, m.bytes, 8 * ps, owners).already_there, 40u);
-  owners[3] = -2;
+  owners[3] = -1;  // the C API's error value is no owner
   EXPECT_NE(numaaff_test::what_of<std::invalid_argument>([&] { numaaff::place_blocks(m.p, m.bytes, 8 * ps, owners); })
                 .find("owner of block 3"),
             std::string::npos);

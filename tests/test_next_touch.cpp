@@ -616,4 +616,24 @@ TEST(NextTouch, ChunksLargerThanTheRangeOrRangesAtTheTopOfTheAddressSpaceReturnA
   EXPECT_EQ(child, "");
 }
 
+TEST(NextTouch, KeptBlocksAreOpenedButNeitherMovedNorCounted) {
+  // Owner mode with free slots (keep_in_place): touching any block opens it and keeps every
+  // byte; only the blocks with an owner are migrated and counted.
+  region r(32 * ps);
+  r.fill();
+  const int home = numaaff_test::sysfs_nodes().front();
+  std::vector<numaaff::node_id> owners(4, numaaff::keep_in_place);
+  owners[1] = home;  // pages 8-15
+  numaaff::reset_next_touch_stats();
+  numaaff::next_touch_options o;
+  o.chunk_bytes = 8 * ps;
+  numaaff::place_blocks_on_next_touch(r.p, r.bytes, 8 * ps, owners, o);
+  EXPECT_TRUE(r.intact());
+  EXPECT_FALSE(numaaff::is_armed(r.p, r.bytes));
+  const numaaff::next_touch_statistics s = numaaff::next_touch_stats();
+  EXPECT_EQ(s.chunks_migrated, 4u);
+  EXPECT_EQ(sandboxed ? s.pages_failed : s.pages_already_there, 8u) << "the one owned block, on its node already";
+  EXPECT_EQ(s.pages_moved + (sandboxed ? s.pages_already_there : s.pages_failed) + s.pages_unpopulated, 0u);
+}
+
 }  // namespace

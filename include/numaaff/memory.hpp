@@ -244,15 +244,18 @@ move_result move_to(void* addr, std::size_t bytes, node_id target, std::error_co
 // ---- owner-aware placement at a phase change ----------------------------------------------
 
 /// The owner that leaves a block where it is, in place_blocks and place_blocks_on_next_touch
-/// (C: NUMAAFF_KEEP): a free slot of a block pool, a block whose owner did not change.
-inline constexpr node_id keep_in_place = -1;
+/// (C: NUMAAFF_KEEP): a free slot of a block pool, a block whose owner did not change. Not
+/// -1, which the C API's node functions return for an error: a failed lookup never reads as
+/// "keep".
+inline constexpr node_id keep_in_place = -2;
 
 /**
  * Puts each block of a block-structured range on its owner's node, now, in one call: the
  * phase change of an AMR or PDE code whose new owners are known (an OpenMP team plan, a
  * thread-pool partition, a load balancer's map). Block b is the `block_bytes` starting at
  * `addr + b * block_bytes` (the last may be shorter); `owners[b]` is its node, or
- * `keep_in_place`: its pages are not moved, and count as `already_there` (or `unpopulated`).
+ * `keep_in_place` (-2): its pages are not moved, and count as `already_there` (or
+ * `unpopulated`).
  * A page shared by two blocks (blocks not page-aligned) goes with the block holding its first
  * byte in the range.
  *
@@ -446,8 +449,8 @@ inline bool apply_policy(const page_span& span, int mode, const std::vector<unsi
                          std::error_code& ec, bool* was_refused = nullptr) noexcept {
   if (span.pages == 0) return true;
   if (o.move_existing) {  // a huge page straddling an edge would move its neighbours too
-    split_huge_page_at(span.first);
-    split_huge_page_at(span.first + span.bytes());
+    std::uintptr_t edges[2] = {span.first, span.first + span.bytes()};
+    split_huge_pages(edges, 2);
   }
   const auto r = sys_mbind(span.address(), span.bytes(), mode, mask.empty() ? nullptr : mask.data(),
                            mask.size() * 8 * sizeof(unsigned long) + 1, mbind_flags(o));
@@ -756,14 +759,14 @@ void for_each_weighted_run(std::size_t pages, const std::vector<std::uint64_t>& 
 /// for a finer mix that only a single sequential stream could notice.
 inline constexpr std::size_t weighted_runs_max = 1024;
 
-/// Mappings a call may add: weighted_runs_max, or half of what vm.max_map_count leaves the
-/// process if that is less (at least 1).
-inline std::size_t mapping_budget() {
-  std::size_t limit = 65530;  // the kernel's default
-  if (std::ifstream in("/proc/sys/vm/max_map_count"); in) in >> limit;
-  const std::size_t used = mapping_count();
-  return std::min(weighted_runs_max, limit > used + 2 ? (limit - used) / 2 : 1);
-}
+/**
+ * Mappings one weighted interleave may add: weighted_runs_max, or half of what is left above
+ * the reserve (mapping_reserve) if that is less; 0 when nothing is. Process-wide by
+ * construction: it is computed from the process's real mapping count, so all the calls
+ * together (and whatever the program unmapped meanwhile) never take the process past the
+ * reserve.
+ */
+inline std::size_t mapping_budget() { return std::min(weighted_runs_max, mapping_headroom() / 2); }
 
 /// True when the kernel's MPOL_WEIGHTED_INTERLEAVE gives `shares` of `nodes` exactly: the
 /// system weights exist and are in the same proportion.
@@ -848,11 +851,21 @@ inline void weighted_interleave(void* addr, std::size_t bytes, const std::vector
       if (mode != MPOL_WEIGHTED_INTERLEAVE || ec != std::errc::invalid_argument) return;
       ec.clear();  // a kernel that lists weights but lacks the mode: the method below
     }
+    // Too few mappings left for one run per node: plain interleave (one policy, counted)
+    // rather than taking the mappings the rest of the program needs.
+    const std::size_t budget = detail::mapping_budget();
+    if (budget < nodes.size()) {
+      std::vector<unsigned long> mask;
+      detail::make_mask(nodes, mask, why);
+      detail::refusals.weighted_fallbacks.fetch_add(1, std::memory_order_relaxed);
+      detail::apply_policy(span, MPOL_INTERLEAVE, mask, o, ec);
+      return;
+    }
     std::vector<std::vector<unsigned long>> masks;
     detail::single_node_masks(nodes, masks, why);  // nodes validated above
     const std::size_t ps = detail::page_size();
     bool refused = false;  // a sandbox: one counted no-op, not one per run
-    detail::for_each_weighted_run(span.pages, shares, detail::mapping_budget(), [&](const detail::page_run& r) {
+    detail::for_each_weighted_run(span.pages, shares, budget, [&](const detail::page_run& r) {
       if (ec || refused) return;
       detail::apply_policy(detail::page_span{span.first + r.first * ps, r.pages}, MPOL_PREFERRED, masks[r.owner], o, ec,
                            &refused);
@@ -974,12 +987,12 @@ inline std::vector<void*> edge_neighbours(const page_span& span) {
 
 /**
  * The shared body of move_to and place_blocks: splits huge pages at the span's edges (and
- * wherever `split` says), then moves each batch of pages to the nodes `targets(first_page, n,
- * want)` fills in, and counts neighbours outside the span that a huge page carried along
- * anyway (from a raw status query before and after).
+ * at the boundaries `cuts(list)` appends), then moves each batch of pages to the nodes
+ * `targets(first_page, n, want)` fills in, and counts neighbours outside the span that a huge
+ * page carried along anyway (from a raw status query before and after).
  */
-template <class Split, class Targets>
-inline move_result move_span(const page_span& span, Split&& split, Targets&& targets, std::error_code& ec,
+template <class Cuts, class Targets>
+inline move_result move_span(const page_span& span, Cuts&& cuts, Targets&& targets, std::error_code& ec,
                              bool verify_all = false) {
   move_result r;
   r.total = span.pages;
@@ -989,9 +1002,13 @@ inline move_result move_span(const page_span& span, Split&& split, Targets&& tar
   std::vector<void*> neighbours = huge_pages_possible() ? edge_neighbours(span) : std::vector<void*>{};
   std::vector<int> neighbours_before, neighbours_after;
   const bool watched = !neighbours.empty() && query_nodes(neighbours, neighbours_before);
-  split_huge_page_at(span.first);
-  split_huge_page_at(span.first + span.bytes());
-  split();
+  std::vector<std::uintptr_t> boundaries{span.first, span.first + span.bytes()};
+  cuts(boundaries);
+  split_huge_pages(boundaries.data(), boundaries.size());
+  // Splits again, without marking (done above): a huge page that was busy, or merged again.
+  const auto split = [&] {
+    for (std::uintptr_t b : boundaries) split_huge_page_at(b);
+  };
   std::size_t done = 0;
   for_each_batch(span, pages, [&](std::size_t n) {
     want.resize(n);
@@ -1082,7 +1099,8 @@ inline move_result move_to(void* addr, std::size_t bytes, node_id target, std::e
       return r;
     }
     r = detail::move_span(
-        span, [] {}, [target](std::size_t, std::size_t n, std::vector<int>& want) { want.assign(n, target); }, ec);
+        span, [](std::vector<std::uintptr_t>&) {},
+        [target](std::size_t, std::size_t n, std::vector<int>& want) { want.assign(n, target); }, ec);
   } catch (const std::bad_alloc&) {
     ec = std::make_error_code(std::errc::not_enough_memory);
   }
@@ -1112,7 +1130,7 @@ inline std::string owners_error(std::size_t bytes, std::size_t block_bytes, cons
     return "owners has " + std::to_string(owners.size()) + " entries for " + std::to_string(blocks) + " blocks";
   for (std::size_t b = 0; b < blocks; ++b)
     if (owners[b] != keep_in_place && !valid_node(owners[b]))
-      return "owner of block " + std::to_string(b) + ": " + node_error(owners[b]) + " (keep_in_place is -1)";
+      return "owner of block " + std::to_string(b) + ": " + node_error(owners[b]) + " (keep_in_place is -2)";
   return "";
 }
 
@@ -1123,12 +1141,13 @@ inline node_id page_owner(std::uintptr_t base, std::size_t block_bytes, const st
   return owners[((page > base ? page : base) - base) / block_bytes];
 }
 
-/// Splits every huge page in which two owners' blocks meet, so that each block migrates alone.
-inline void split_where_owners_meet(std::uintptr_t base, std::size_t bytes, std::size_t block_bytes,
-                                    const std::vector<node_id>& owners) noexcept {
+/// Appends to `out` every boundary where two owners' blocks meet: where huge pages must be
+/// split so that each block migrates alone.
+inline void owner_boundaries(std::uintptr_t base, std::size_t bytes, std::size_t block_bytes,
+                             const std::vector<node_id>& owners, std::vector<std::uintptr_t>& out) {
   const std::size_t blocks = block_count(bytes, block_bytes);
   for (std::size_t b = 1; b < blocks; ++b)
-    if (owners[b] != owners[b - 1]) split_huge_page_at(align_up(base + b * block_bytes, page_size()));
+    if (owners[b] != owners[b - 1]) out.push_back(align_up(base + b * block_bytes, page_size()));
 }
 
 }  // namespace detail
@@ -1145,7 +1164,7 @@ inline move_result place_blocks(void* addr, std::size_t bytes, std::size_t block
     }
     const auto base = reinterpret_cast<std::uintptr_t>(addr);
     const std::size_t ps = detail::page_size();
-    const auto split = [&] { detail::split_where_owners_meet(base, bytes, block_bytes, owners); };
+    const auto split = [&](std::vector<std::uintptr_t>& cuts) { detail::owner_boundaries(base, bytes, block_bytes, owners, cuts); };
     const auto targets = [&](std::size_t first, std::size_t n, std::vector<int>& want) {
       for (std::size_t i = 0; i < n; ++i)
         want[i] = detail::page_owner(base, block_bytes, owners, span.first + (first + i) * ps);

@@ -12,7 +12,9 @@
  * per page).
  *
  * What it costs: one protection fault plus one migration call per chunk. The default chunk
- * (128 pages, 512 KiB with 4 KiB pages) keeps the fault share of the cost small while threads
+ * (128 pages, 512 KiB with 4 KiB pages, or the range's share per CPU if that is smaller, so
+ * that a range split by rows over a team gives each thread its own chunks) keeps the fault
+ * share of the cost small while threads
  * that own less than a chunk still get their data; see benchmarks/README.md. `adaptive`
  * granularity grows a thread's claim while it touches consecutive chunks from one node and
  * shrinks it when neighbours are claimed from different nodes.
@@ -110,7 +112,9 @@ enum class next_touch_target {
 
 /// Options of affinity_on_next_touch.
 struct next_touch_options {
-  /// Bytes per chunk, a multiple of the page size; 0 means the default (128 pages).
+  /// Bytes per chunk, a multiple of the page size; 0 means the default: the range divided by
+  /// the CPUs the process may use (whole pages, at least one), at most 128 pages, so that a
+  /// range split by rows over a team gives each thread its own chunks.
   std::size_t chunk_bytes = 0;
   next_touch_target target = next_touch_target::toucher_node;
   /// Grow a thread's claim up to `max_adaptive_chunks` chunks while it touches consecutive
@@ -130,7 +134,8 @@ struct next_touch_options {
   }
 };
 
-/// Default chunk of next-touch, in pages (see benchmarks/README.md for the measurement).
+/// Largest default chunk of next-touch, in pages (see benchmarks/README.md for the
+/// measurement): what a range of at least 128 pages per CPU gets.
 inline constexpr std::size_t default_next_touch_pages = 128;
 
 /**
@@ -277,8 +282,18 @@ class next_touch_phase {
 namespace detail {
 
 inline bool valid_chunk(std::size_t chunk) noexcept { return chunk != 0 && chunk % page_size() == 0; }
-inline std::size_t effective_chunk(const next_touch_options& o) noexcept {
-  return o.chunk_bytes == 0 ? default_next_touch_pages * page_size() : o.chunk_bytes;
+/// The chunk of a range of `pages` pages: the caller's, else the default. The default is no
+/// larger than the range's share per CPU: a 64-page array split by rows over four threads is
+/// four 16-page chunks, one per thread, not one chunk that its first toucher takes whole
+/// (row-split arrays of a Fortran code ended 40% placed so).
+inline std::size_t effective_chunk(const next_touch_options& o, std::size_t pages) noexcept {
+  if (o.chunk_bytes != 0) return o.chunk_bytes;
+  std::size_t cpus = 1;
+  try {
+    cpus = std::max<std::size_t>(1, topology::system().cpus().size());
+  } catch (...) {  // no topology: one CPU, the largest chunk
+  }
+  return std::clamp<std::size_t>(pages / cpus, 1, default_next_touch_pages) * page_size();
 }
 /// Runs `arm(ec)` (arguments already checked), throwing as or_throw does, except that a range
 /// arming refuses for its protection (EINVAL with no system call failed) is the caller's
@@ -306,12 +321,12 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_tou
                                    std::error_code& ec) noexcept {
   ec.clear();
   detail::page_span span;
-  if (!detail::make_span(addr, bytes, span) || !detail::valid_chunk(detail::effective_chunk(options))) {
+  if (!detail::make_span(addr, bytes, span) || !detail::valid_chunk(detail::effective_chunk(options, span.pages))) {
     ec = std::make_error_code(std::errc::invalid_argument);
     return;
   }
   if (span.pages == 0) return;
-  detail::arm_range(span.first, span.first + span.bytes(), detail::effective_chunk(options),
+  detail::arm_range(span.first, span.first + span.bytes(), detail::effective_chunk(options, span.pages),
                     options.target == next_touch_target::toucher_homenode ? detail::touch_target::toucher_homenode
                                                                           : detail::touch_target::toucher_node,
                     options.adaptive, options.max_adaptive_chunks, nullptr, ec);
@@ -328,9 +343,14 @@ inline void arm_for_owners(void* addr, std::size_t bytes, std::size_t block_byte
     const node_id owner = page_owner(base, block_bytes, owners, span.first + i * page_size());
     page_nodes[i] = owner == keep_in_place ? page_node_keep : static_cast<std::uint16_t>(owner);
   }
-  split_where_owners_meet(base, bytes, block_bytes, owners);
-  arm_range(span.first, span.first + span.bytes(), effective_chunk(options), touch_target::toucher_node,
+  arm_range(span.first, span.first + span.bytes(), effective_chunk(options, span.pages), touch_target::toucher_node,
             options.adaptive, options.max_adaptive_chunks, page_nodes.data(), ec);
+  if (ec) return;  // refused before anything changed
+  // Split where owners meet once armed (a range arming refuses is left as it was); a touch
+  // in between splits there itself before migrating (split_where_targets_meet).
+  std::vector<std::uintptr_t> cuts;
+  owner_boundaries(base, bytes, block_bytes, owners, cuts);
+  split_huge_pages(cuts.data(), cuts.size());
 }
 
 }  // namespace detail
@@ -341,7 +361,7 @@ inline void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_
   ec.clear();
   detail::page_span span;
   try {
-    if (!detail::make_span(addr, bytes, span) || !detail::valid_chunk(detail::effective_chunk(options)) ||
+    if (!detail::make_span(addr, bytes, span) || !detail::valid_chunk(detail::effective_chunk(options, span.pages)) ||
         !detail::owners_error(bytes, block_bytes, owners).empty()) {
       ec = std::make_error_code(std::errc::invalid_argument);
       return;
@@ -358,7 +378,7 @@ inline void affinity_on_next_touch(void* addr, std::size_t bytes, std::error_cod
 
 inline void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_options& options) {
   detail::require_range("affinity_on_next_touch", addr, bytes);
-  detail::require_chunk("affinity_on_next_touch", detail::effective_chunk(options));
+  if (options.chunk_bytes != 0) detail::require_chunk("affinity_on_next_touch", options.chunk_bytes);
   detail::arm_or_throw("affinity_on_next_touch", [&](std::error_code& ec) { affinity_on_next_touch(addr, bytes, options, ec); });
 }
 
@@ -371,7 +391,7 @@ inline void place_blocks_on_next_touch(void* addr, std::size_t bytes, std::size_
   detail::require_range("place_blocks_on_next_touch", addr, bytes);
   const std::string why = detail::owners_error(bytes, block_bytes, owners);
   if (!why.empty()) detail::throw_invalid_argument("place_blocks_on_next_touch: " + why);
-  detail::require_chunk("place_blocks_on_next_touch", detail::effective_chunk(options));
+  if (options.chunk_bytes != 0) detail::require_chunk("place_blocks_on_next_touch", options.chunk_bytes);
   detail::page_span span;
   detail::make_span(addr, bytes, span);
   if (span.pages == 0) return;

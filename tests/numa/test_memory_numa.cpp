@@ -5,6 +5,7 @@
 #include <numaaff/allocator.hpp>
 #include <numaaff/homenode.hpp>
 #include <numaaff/memory.hpp>
+#include <numaaff/system_report.hpp>
 #include <numaaff/topology.hpp>
 #include <numaaff/detail/syscall.hpp>
 
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -300,7 +302,9 @@ TEST(MemoryNuma, WeightedInterleaveStaysWithinTheMapCount) {
   old_in >> old_limit;
   std::ofstream limit("/proc/sys/vm/max_map_count");
   if (!limit) GTEST_SKIP() << "cannot lower vm.max_map_count (not root)";
-  limit << maps + 300 << std::flush;
+  // 300 mappings above the reserve weighted interleave leaves the rest of the program.
+  ASSERT_LE(maps + 1024 + 300, 8192u) << "the reserve is then 1,024";
+  limit << maps + 1024 + 300 << std::flush;
   const std::size_t pages = 16384;  // 2:1 page by page would need 16384 mappings
   mapping m(pages);
   std::error_code ec;
@@ -313,6 +317,72 @@ TEST(MemoryNuma, WeightedInterleaveStaysWithinTheMapCount) {
   const auto twice_b = 2 * static_cast<long>(raw.on(nodes.back()));
   EXPECT_LE(std::labs(static_cast<long>(raw.on(nodes.front())) - twice_b), 2) << raw.on(nodes.front()) << " vs " << raw.on(nodes.back());
   EXPECT_TRUE(m.intact(13));
+}
+
+// A weighted interleave allocator holding many untouched blocks (here 300 of 4 MiB, 3:1) in a
+// process whose vm.max_map_count is small: each call's runs are bounded, and so is their
+// total. The process always keeps the reserve (thread stacks, malloc's large blocks), later
+// blocks fall back to coarser runs and then to plain interleave (counted), and a block that
+// cannot be had at all is std::bad_alloc, never a system_error. (Unbounded, 140 such blocks
+// took 65,529 of 65,530 mappings; the next threw "mbind" and every later mmap failed.)
+TEST(MemoryNuma, WeightedInterleaveAllocatorsNeverExhaustTheMapCount) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = numaaff_test::sysfs_cpu_nodes();
+  std::ifstream old_in("/proc/sys/vm/max_map_count");
+  std::size_t old_limit = 0;
+  old_in >> old_limit;
+  const std::size_t limit = numaaff::detail::mapping_count() + 6000;
+  if (!std::ofstream("/proc/sys/vm/max_map_count")) GTEST_SKIP() << "cannot lower vm.max_map_count (not root)";
+  std::ofstream("/proc/sys/vm/max_map_count") << limit << std::flush;
+  const std::uint64_t fallbacks = numaaff::refusal_stats().weighted_fallbacks;
+  const std::size_t block = std::size_t{4} << 20;
+  numaaff::interleave_allocator<char> a(numaaff::by_weight, {{nodes.front(), 3}, {nodes.back(), 1}});
+  std::vector<char*> blocks;
+  std::string other_error;
+  std::size_t most = 0;
+  for (int i = 0; i < 300; ++i) {
+    try {
+      blocks.push_back(a.allocate(block));
+    } catch (const std::bad_alloc&) {
+      break;
+    } catch (const std::exception& e) {
+      other_error = e.what();
+      break;
+    }
+    most = std::max(most, numaaff::detail::mapping_count());
+  }
+  // The rest of the program can still map: a thread (its stack) and a large malloc block.
+  bool thread_ran = false;
+  try {
+    std::thread([&] { thread_ran = true; }).join();
+  } catch (const std::system_error&) {
+  }
+  void* big = std::malloc(std::size_t{64} << 20);
+  const bool mapped = big != nullptr;
+  std::free(big);
+  const std::uint64_t fell_back = numaaff::refusal_stats().weighted_fallbacks - fallbacks;
+  // The last block, touched: both nodes hold some of it, whatever the method.
+  std::size_t first_pages = 0, last_pages = 0;
+  if (!blocks.empty()) {
+    std::memset(blocks.back(), 1, block);
+    const auto raw = query_pages(blocks.back(), block);
+    first_pages = raw.on(nodes.front());
+    last_pages = raw.on(nodes.back());
+  }
+  for (char* p : blocks) a.deallocate(p, block);
+  std::ofstream("/proc/sys/vm/max_map_count") << old_limit << std::flush;
+  std::printf("%zu blocks, at most %zu of %zu mappings, %llu fell back to plain interleave\n", blocks.size(), most, limit,
+              static_cast<unsigned long long>(fell_back));
+  EXPECT_EQ(other_error, "") << "an allocator reports running out as std::bad_alloc";
+  EXPECT_EQ(blocks.size(), 300u) << "plain interleave needs one mapping per block: all of them fit";
+  // Each block is a mapping of its own (the allocation itself, as malloc's large blocks are);
+  // what the runs add on top stays below the reserve.
+  EXPECT_LE(most, limit - numaaff::detail::mapping_reserve(limit) + blocks.size());
+  EXPECT_TRUE(thread_ran);
+  EXPECT_TRUE(mapped);
+  EXPECT_GT(fell_back, 0u);
+  EXPECT_GT(first_pages, 0u);
+  EXPECT_GT(last_pages, 0u);
 }
 
 TEST(MemoryNuma, MoveToMovesEveryPageAndKeepsEveryByte) {
@@ -413,6 +483,91 @@ TEST(MemoryNuma, PlaceBlocksPutsEveryBlockWithItsOwnerWithAndWithoutHugePages) {
   }
 }
 
+// Free slots (keep_in_place) stay where they are while their neighbours move, huge pages on
+// or off: a kept block's pages are on its old node afterwards, by a raw query.
+TEST(MemoryNuma, PlaceBlocksLeavesKeptBlocksOnTheirNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  const std::size_t huge = numaaff::detail::huge_page_size(), block = std::size_t{64} << 10;
+  for (bool thp : {false, true}) {
+    SCOPED_TRACE(thp ? "huge pages" : "plain pages");
+    int start = -1;
+    bool formed = false;
+    mapping m(3 * huge / ps, false);
+    char* p = thp ? numaaff_test::huge_backed_on(2, 0x5e, nodes, start, formed)
+                  : reinterpret_cast<char*>(numaaff::detail::align_up(reinterpret_cast<std::uintptr_t>(m.p), huge));
+    ASSERT_NE(p, nullptr);
+    const std::size_t bytes = 2 * huge;
+    if (!thp) {
+      numaaff::bind(p, bytes, nodes.front());
+      std::memset(p, 0x5e, bytes);
+      numaaff::reset_policy(p, bytes);
+      start = nodes.front();
+    }
+    const int to = start == nodes.front() ? nodes.back() : nodes.front();
+    std::vector<int> owners(bytes / block, numaaff::keep_in_place);
+    for (std::size_t b = 0; b < owners.size(); b += 3) owners[b] = to;
+    const numaaff::move_result r = numaaff::place_blocks(p, bytes, block, owners);
+    EXPECT_EQ(r.failed, 0u);
+    std::size_t kept_home = 0, kept = 0, moved_there = 0, moving = 0;
+    for (std::size_t b = 0; b < owners.size(); ++b) {
+      const auto q = query_pages(p + b * block, block);
+      if (owners[b] == numaaff::keep_in_place) {
+        kept_home += q.on(start);
+        kept += block / ps;
+      } else {
+        moved_there += q.on(to);
+        moving += block / ps;
+      }
+    }
+    EXPECT_EQ(kept_home, kept) << "kept blocks left their node" << (formed ? " (huge pages formed)" : "");
+    EXPECT_EQ(moved_there, moving);
+    EXPECT_EQ(r.moved, moving);
+    EXPECT_EQ(r.already_there, kept);
+    for (std::size_t i = 0; i < bytes; i += 4093) ASSERT_EQ(p[i], 0x5e);
+  }
+}
+
+// A cgroup v2 memory.max caps the process whatever the nodes' MemFree says (a container with a
+// memory limit): the room numaaff sees on a node is at most what the cgroup still allows, a
+// strict populated block beyond it is std::bad_alloc (not the cgroup's OOM killer), and the
+// report names the limit.
+TEST(MemoryNuma, ACgroupMemoryLimitCapsTheRoomOnEveryNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::string cg = "/sys/fs/cgroup";
+  if (!std::ifstream(cg + "/cgroup.controllers")) std::system(("mount -t cgroup2 none " + cg).c_str());
+  std::ofstream(cg + "/cgroup.subtree_control") << "+memory" << std::flush;
+  const std::string dir = cg + "/numaaff-memory-limit";
+  std::system(("mkdir -p " + dir).c_str());
+  std::ofstream(dir + "/memory.max") << (48 << 20) << std::flush;
+  ASSERT_TRUE(std::ifstream(dir + "/memory.max").good()) << "no cgroup v2 memory controller in the guest";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    std::ofstream(dir + "/cgroup.procs") << getpid() << std::flush;
+    const numaaff::capability_report r = numaaff::probe_capabilities(numaaff::topology::system());
+    if (r.cgroup_memory_limit != (48u << 20) || r.cgroup_memory_room > (48u << 20)) _exit(2);
+    for (int n : sysfs_nodes()) {
+      std::size_t room = 0;
+      if (!numaaff::detail::node_available_bytes(n, room) || room > (48u << 20)) _exit(3);
+    }
+    numaaff::alloc_options now;
+    now.populate = true;
+    try {
+      void* p = numaaff::allocate_on_node(std::size_t{128} << 20, sysfs_nodes().front(), now);
+      numaaff::deallocate(p, std::size_t{128} << 20, now);
+      _exit(4);  // 128 MiB in a 48 MiB cgroup
+    } catch (const std::bad_alloc&) {
+    }
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  std::system(("rmdir " + dir).c_str());
+  EXPECT_TRUE(WIFEXITED(status)) << "killed by signal " << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 0)
+      << "2: report, 3: node room above the cgroup's, 4: populated beyond the limit";
+}
+
 /// Writes `value` to a sysfs file and puts the old value back when it goes out of scope.
 struct sysfs_setting {
   std::string path, old;
@@ -447,6 +602,12 @@ TEST(MemoryNuma, PlacementSurvivesKhugepaged) {
   sysfs_setting scan_sleep(thp + "khugepaged/scan_sleep_millisecs", "1");
   sysfs_setting alloc_sleep(thp + "khugepaged/alloc_sleep_millisecs", "1");
   sysfs_setting pages(thp + "khugepaged/pages_to_scan", "65536");
+  {
+    std::ifstream in(thp + "enabled");
+    std::string now;
+    std::getline(in, now);
+    ASSERT_NE(now.find("[always]"), std::string::npos) << "could not set THP to always (not root?): " << now;
+  }
   const std::size_t bytes = std::size_t{24} << 20, block = std::size_t{64} << 10;
   auto* p = static_cast<char*>(numaaff::allocate_on_node(bytes, numaaff::current_node()));
   std::memset(p, 0x4c, bytes);

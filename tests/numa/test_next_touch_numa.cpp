@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -295,6 +296,40 @@ TEST(NextTouchNuma, PlaceBlocksOnNextTouchSendsEachBlockToItsOwnerWhoeverTouches
     EXPECT_GT(st.pages_moved, 0u);
     EXPECT_EQ(numaaff::next_touch_stats().pages_failed, 0u);
   }
+}
+
+// A code whose arrays are each smaller than 128 pages per CPU, split by rows over a team of
+// one thread per CPU (a Fortran hydro code's 25 arrays, armed one by one with the defaults):
+// each thread's rows reach its node. With 128-page chunks each array was one chunk, moved whole
+// to whichever thread touched it first (the code ended 40% placed).
+TEST(NextTouchNuma, RowSplitArraysSmallerThanTheDefaultChunkReachEachRowsOwner) {
+  NUMAAFF_REQUIRE_NODES(2);
+  std::vector<int> node_of_thread;  // one thread per CPU the process may use, in node order
+  for (int n : sysfs_cpu_nodes())
+    for (std::size_t k = sysfs_cpus_of(n).size(); k > 0; --k) node_of_thread.push_back(n);
+  const std::size_t threads = node_of_thread.size(), rows = 16, pages = rows * threads;
+  ASSERT_EQ(threads, numaaff::topology::system().cpus().size());
+  std::vector<std::unique_ptr<region>> arrays;
+  for (int a = 0; a < 25; ++a) {
+    arrays.push_back(std::make_unique<region>(pages * ps));
+    fill_on(*arrays.back(), node_of_thread.back());
+    numaaff::affinity_on_next_touch(arrays.back()->p, pages * ps);  // the defaults
+  }
+  std::vector<std::thread> team;
+  for (std::size_t t = 0; t < threads; ++t)
+    team.emplace_back([&, t] {
+      pin_to_node(node_of_thread[t]);
+      for (auto& r : arrays)
+        for (std::size_t i = t * rows * ps; i < (t + 1) * rows * ps; i += ps) r->p[i] = static_cast<char>(r->p[i] + 1);
+    });
+  for (auto& th : team) th.join();
+  std::size_t placed = 0;
+  for (auto& r : arrays) {
+    EXPECT_FALSE(numaaff::is_armed(r->p, pages * ps));
+    for (std::size_t t = 0; t < threads; ++t) placed += query_pages(r->p + t * rows * ps, rows * ps).on(node_of_thread[t]);
+  }
+  std::printf("%zu of %zu pages on their row owner's node\n", placed, 25 * pages);
+  EXPECT_EQ(placed, 25 * pages);
 }
 
 }  // namespace

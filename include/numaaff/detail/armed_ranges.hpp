@@ -14,6 +14,7 @@
 #include "numa_calls.hpp"
 #include "signal_handler.hpp"
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -190,10 +191,13 @@ inline void disarm_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
   }
 }
 
+inline void offer_io_guard_opener() noexcept;
+
 /// Arms [begin, end) (page-aligned) in chunks of `chunk` bytes. With `page_nodes` (one node
 /// per page of the range, copied), each opened page goes to its own node, whoever touches it.
 inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chunk, touch_target target, bool adaptive,
                       std::uint32_t max_run, const std::uint16_t* page_nodes, std::error_code& ec) noexcept {
+  offer_io_guard_opener();
   try {
     std::lock_guard<std::mutex> guard(arm_lock());
     ec = install_segv_handler_locked();
@@ -256,10 +260,15 @@ inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chun
     // where its pages' targets say, whichever chunk's touch moves it (the caller splits where
     // two targets meet).
     if (page_nodes == nullptr) {
-      split_huge_pages_at_chunks(begin, end, chunk);
+      try {
+        split_huge_pages_at_chunks(begin, end, chunk);
+      } catch (const std::bad_alloc&) {  // no room for the boundary list: split without marking
+        for (std::uintptr_t at = begin; at < end; at += chunk) split_huge_page_at(at);
+        split_huge_page_at(end);
+      }
     } else {
-      split_huge_page_at(begin);
-      split_huge_page_at(end);
+      std::uintptr_t edges[2] = {begin, end};
+      split_huge_pages(edges, 2);
     }
     registry_live.fetch_add(1, std::memory_order_acq_rel);
     open_epoch.fetch_add(1, std::memory_order_acq_rel);
@@ -338,6 +347,37 @@ inline bool range_is_armed(std::uintptr_t begin, std::uintptr_t end) noexcept {
     if (armed) return true;
   }
   return false;
+}
+
+// ---- the I/O guard (src/io_guard.cpp, libnumaaff_ioguard) ---------------------------------
+
+/// Opens, for the calling thread, the chunks this copy of numaaff armed in [addr, addr +
+/// bytes), as touch_now does: the I/O guard calls it before a read, recv, write ... on the
+/// buffer. One load when nothing is armed. 0 or an errno value.
+inline int io_guard_open(const void* addr, std::size_t bytes) noexcept {
+  if (registry_live.load(std::memory_order_acquire) == 0 || bytes == 0) return 0;
+  const auto at = reinterpret_cast<std::uintptr_t>(addr);
+  if (at + bytes < at) return EINVAL;
+  const std::uintptr_t begin = align_down(at, page_size()), end = align_up(at + bytes, page_size());
+  if (!range_is_armed(begin, end)) return 0;
+  std::error_code ec;
+  touch_range(begin, end, ec);
+  return ec.value();
+}
+
+/// Gives io_guard_open to the I/O guard when the process has it (preloaded or linked), once
+/// per copy of numaaff: each copy (a program's compiled-in one, the C library's) has its own
+/// registry, so the guard asks each. Called by every arming before it takes arm_lock (dlsym
+/// takes the loader's lock: never under ours).
+inline void offer_io_guard_opener() noexcept {
+  static std::once_flag offered;  // the other armers wait until the guard knows us
+  try {
+    std::call_once(offered, [] {
+      using register_fn = int (*)(int (*)(const void*, std::size_t));
+      if (void* f = ::dlsym(RTLD_DEFAULT, "numaaff_io_guard_register")) (void)reinterpret_cast<register_fn>(f)(io_guard_open);
+    });
+  } catch (...) {  // std::call_once reports a failed futex as std::system_error: no guard then
+  }
 }
 
 }  // namespace numaaff::detail

@@ -45,6 +45,20 @@ inline std::size_t mapping_count() {
   return n;
 }
 
+/// Mappings numaaff leaves to the rest of the program whatever it does itself: an eighth of
+/// vm.max_map_count, at least 1,024 (thread stacks, malloc's large blocks, libraries).
+inline std::size_t mapping_reserve(std::size_t limit) noexcept { return limit / 8 > 1024 ? limit / 8 : 1024; }
+
+/// Mappings the process may still add before it reaches the reserve (0 when it has): the
+/// budget of everything numaaff does that splits mappings without being asked to map
+/// (weighted interleave runs, marking split huge-page regions). Reads two files.
+inline std::size_t mapping_headroom() {
+  std::size_t limit = 65530;  // the kernel's default
+  if (std::ifstream in("/proc/sys/vm/max_map_count"); in) in >> limit;
+  const std::size_t floor = mapping_count() + mapping_reserve(limit);
+  return floor < limit ? limit - floor : 0;
+}
+
 /**
  * The first address in [begin, end) mapped other than readable, writable and not executable,
  * or `end` if there is none (unmapped holes are not looked at: the system call on the range

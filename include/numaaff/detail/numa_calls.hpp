@@ -4,6 +4,7 @@
 // set_mempolicy_home_node is newer than Debian 12's libnuma and is called by number.
 #pragma once
 
+#include "mappings.hpp"
 #include "page.hpp"
 #include "syscall.hpp"
 
@@ -12,10 +13,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 #include <fstream>
 #include <string>
 
@@ -55,6 +58,7 @@ struct refusal_counters {
   std::atomic<std::uint64_t> mappings{0};  ///< allocations left to first-touch placement
   std::atomic<std::uint64_t> pages{0};     ///< pages move_to could not move or where() could not locate
   std::atomic<std::uint64_t> pinnings{0};  ///< pin_this_thread calls that could not bind the thread
+  std::atomic<std::uint64_t> weighted_fallbacks{0};  ///< weighted interleaves done as plain interleave: no mappings left
 };
 inline refusal_counters refusals;
 
@@ -63,40 +67,90 @@ inline refusal_counters refusals;
  * the kernel migrates a huge page whole, so one that straddles the edge of a range would move
  * the neighbours' data with it. MADV_COLD over part of a huge page makes the kernel split it
  * (and marks that one page, the one at `boundary`, cold). Best effort: a huge page shared with
- * another process, or locked, stays whole.
- *
- * The huge-page region around `boundary` is then marked MADV_NOHUGEPAGE, before the split:
- * otherwise khugepaged, which collapses the small pages of a region into one huge page on
- * whichever node it likes, would undo the placement that needed the split seconds later.
- * Neighbouring marked regions merge into one mapping, so marking costs at most two mappings
- * per run of split regions. Async-signal-safe (the next-touch handler splits too).
+ * another process, or locked, stays whole. Async-signal-safe: the next-touch handler splits
+ * again where khugepaged or a busy page undid a split (split_huge_pages marked the regions).
  */
 inline void split_huge_page_at(std::uintptr_t boundary) noexcept {
   if (boundary % huge_page_size() == 0 || !huge_pages_possible()) return;
-  const std::uintptr_t region = align_down(boundary, huge_page_size());
-  // Part of the region may be unmapped (the edge of a mapping): madvise then marks the rest
-  // and says ENOMEM, which changes nothing here.
-  call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(region), huge_page_size(), MADV_NOHUGEPAGE); });
   call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(boundary), page_size(), MADV_COLD); });
 }
 
 /**
- * Splits the huge pages that straddle `begin`, `end` or a `chunk` boundary between them (both
- * page-aligned, `chunk` a page multiple no larger than the range), so that each chunk can
- * migrate alone: one call per huge-page region at most (under 2,100 for 4 GiB), none where
- * every boundary is huge-page-aligned.
+ * Splits the huge pages at `boundaries` (page-aligned, any order; sorted in place) within
+ * [begin, end), after marking their huge-page regions MADV_NOHUGEPAGE: otherwise khugepaged,
+ * which collapses the small pages of a region into one huge page on one node, undoes the
+ * placement the split was for seconds later. Adjacent regions are marked as one run (one
+ * mapping); when the runs would take more mappings than the process has left above its
+ * reserve (two each), the regions from the first to the last are marked as one run instead
+ * (no huge pages between them: placement before huge pages), and with no headroom at all
+ * nothing is marked. Reads /proc/self/maps only when there are several runs.
  */
-inline void split_huge_pages_at_chunks(std::uintptr_t begin, std::uintptr_t end, std::size_t chunk) noexcept {
+inline void split_huge_pages(std::uintptr_t* boundaries, std::size_t n) noexcept {
+  if (n == 0 || !huge_pages_possible()) return;
+  const std::size_t huge = huge_page_size();
+  std::sort(boundaries, boundaries + n);
+  std::size_t runs = 0;
+  std::uintptr_t first_region = 0, last_region = 0;
+  bool any = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (boundaries[i] % huge == 0) continue;
+    const std::uintptr_t region = align_down(boundaries[i], huge);
+    if (!any || region > last_region + huge) ++runs;
+    if (!any) first_region = region;
+    any = true;
+    last_region = region;
+  }
+  if (!any) return;
+  const auto mark = [&](std::uintptr_t from, std::uintptr_t to) {
+    // Part of a region may be unmapped (the edge of a mapping): madvise marks the rest and
+    // says ENOMEM, which changes nothing here.
+    call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(from), to - from, MADV_NOHUGEPAGE); });
+  };
+  std::size_t headroom = 2;
+  if (runs > 1) {
+    try {
+      headroom = mapping_headroom();
+    } catch (...) {
+      headroom = 0;
+    }
+  }
+  if (2 * runs <= headroom) {
+    std::uintptr_t from = 0, to = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (boundaries[i] % huge == 0) continue;
+      const std::uintptr_t region = align_down(boundaries[i], huge);
+      if (to != 0 && region <= to) {
+        to = region + huge;
+        continue;
+      }
+      if (to != 0) mark(from, to);
+      from = region;
+      to = region + huge;
+    }
+    mark(from, to);
+  } else if (headroom >= 2) {
+    mark(first_region, last_region + huge);
+  }
+  for (std::size_t i = 0; i < n; ++i) split_huge_page_at(boundaries[i]);
+}
+
+/**
+ * split_huge_pages at `begin`, `end` and every `chunk` boundary between them (both
+ * page-aligned, `chunk` a page multiple no larger than the range), so that each chunk can
+ * migrate alone: one boundary per huge-page region at most (under 2,100 for 4 GiB), none
+ * where every boundary is huge-page-aligned. Allocates the boundary list (std::bad_alloc).
+ */
+inline void split_huge_pages_at_chunks(std::uintptr_t begin, std::uintptr_t end, std::size_t chunk) {
   if (!huge_pages_possible() || end <= begin) return;
   const std::size_t huge = huge_page_size();
-  split_huge_page_at(begin);
-  split_huge_page_at(end);
+  std::vector<std::uintptr_t> at{begin, end};
   if (chunk < huge) {  // every region the range covers has a boundary inside it
     for (std::uintptr_t region = align_up(begin, huge); region < end && region != 0; region += huge)
-      if (region + page_size() < end) split_huge_page_at(region + page_size());
-    return;
+      if (region + page_size() < end) at.push_back(region + page_size());
+  } else {
+    for (std::uintptr_t off = chunk; off < end - begin; off += chunk) at.push_back(begin + off);
   }
-  for (std::uintptr_t off = chunk; off < end - begin; off += chunk) split_huge_page_at(begin + off);
+  split_huge_pages(at.data(), at.size());
 }
 
 /// Counts numaaff's migrations (a move_pages with targets, an mbind that moves), each counted
