@@ -13,6 +13,8 @@
 // of range or negative, a value the library refuses) prints why and the usage, and exits 2.
 #include <numaaff/numaaff.hpp>
 
+#include "numaaff_run_args.hpp"
+
 #include <numaif.h>
 #include <sched.h>
 #include <unistd.h>
@@ -59,21 +61,13 @@ int bad_usage(const char* prog, const std::string& why) {
   return usage(prog);
 }
 
-/// The whole of `text` as a decimal number in [lo, hi]: no blanks, no '+', no digits past
-/// the range (strtol and atoi clamp or wrap: 4294967296 was node 0).
-bool parse_number(const std::string& text, long long lo, long long hi, long long& out) {
-  const char* const last = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), last, out);
-  return !text.empty() && ec == std::errc() && ptr == last && out >= lo && out <= hi;
-}
-
 /// A library message without its "numaaff: " prefix (ours comes first).
 std::string without_prefix(const char* what) {
   const std::string s = what;
   return s.rfind("numaaff: ", 0) == 0 ? s.substr(9) : s;
 }
 
-using environment = std::map<std::string, std::string>;
+using numaaff_run::environment;
 
 environment environment_of(int pid) {
   environment env;
@@ -144,49 +138,12 @@ void show(const environment& env, const std::vector<int>& cpus, const char* whos
 }  // namespace
 
 int main(int argc, char** argv) {
-  environment set;
-  int homenode = -1;
-  bool bind_cpus = false, show_only = false;
-  int pid = 0;
-  int i = 1;
-  for (; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a == "--show") {
-      show_only = true;
-      continue;
-    }
-    const bool node_option = a == "-n" || a == "--homenode" || a == "-N" || a == "--cpunodebind";
-    const bool pid_option = a == "-p" || a == "--pid";
-    const char* variable = a == "-P" || a == "--policy"             ? "NUMAAFF_NODE_POLICY"
-                           : a == "-t" || a == "--threads-per-node" ? "NUMAAFF_THREADS_PER_NODE"
-                           : a == "-s" || a == "--steal"            ? "NUMAAFF_STEAL"
-                           : a == "-d" || a == "--distances"        ? "NUMAAFF_DISTANCES"
-                                                                    : nullptr;
-    if (!node_option && !pid_option && variable == nullptr)
-      return bad_usage(argv[0], a.rfind('-', 0) == 0 ? "unknown option '" + a + "'"
-                                                     : "unexpected '" + a + "' (the command goes after --)");
-    if (i + 1 == argc) return bad_usage(argv[0], a + " needs a value");
-    const std::string v = argv[++i];
-    long long number = 0;
-    if (node_option) {
-      if (!parse_number(v, 0, INT_MAX, number)) return bad_usage(argv[0], a + " takes a node number, not '" + v + "'");
-      homenode = static_cast<int>(number);
-      bind_cpus = bind_cpus || a == "-N" || a == "--cpunodebind";
-      set["NUMAAFF_HOMENODE"] = std::to_string(homenode);
-    } else if (pid_option) {
-      if (!parse_number(v, 1, INT_MAX, number)) return bad_usage(argv[0], a + " takes a process id, not '" + v + "'");
-      pid = static_cast<int>(number);
-    } else {
-      set[variable] = v;  // checked below, by the library's own parser
-    }
-  }
-  if (pid != 0 && !show_only) return bad_usage(argv[0], "--pid goes with --show");
-  if (show_only && i < argc) return bad_usage(argv[0], "--show takes no command");
-  if (!show_only && i >= argc) return bad_usage(argv[0], "no command to run (give -- COMMAND, or --show)");
+  const numaaff_run::invocation inv = numaaff_run::parse(argc, argv);
+  if (!inv.error.empty()) return bad_usage(argv[0], inv.error);
+  const environment& set = inv.set;
+  const int homenode = inv.homenode, pid = inv.pid;
+  const bool bind_cpus = inv.bind_cpus, show_only = inv.show_only;
+  const int i = show_only ? argc : inv.command;
 
   try {
     const numaaff::topology& t = numaaff::topology::system();

@@ -1,0 +1,38 @@
+// Fuzz target: topologies from text. The first byte chooses the form (synthetic description
+// or hwloc XML), the rest is the text. A topology is built or std::invalid_argument is thrown;
+// a built one is consistent: ascending nodes, distance 10 to itself and more to others, CPUs
+// only on CPU nodes, and every query answers for every node.
+#include <numaaff/topology.hpp>
+
+#include "fuzz_common.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  if (size < 1 || size > 65536) return 0;
+  const std::string text(reinterpret_cast<const char*>(data + 1), size - 1);
+  const bool xml = data[0] & 1;
+  if (!xml && !numaaff_fuzz::small_synthetic(text)) return 0;
+  try {
+    const numaaff::topology t = xml ? numaaff::topology::from_xml(text) : numaaff::topology::from_synthetic(text);
+    const auto& nodes = t.nodes();
+    if (nodes.empty() || !std::is_sorted(nodes.begin(), nodes.end()) || t.node_count() != nodes.size()) std::abort();
+    if (t.is_this_system()) std::abort();
+    for (numaaff::node_id a : nodes) {
+      if (t.distance(a, a) != numaaff::local_distance) std::abort();
+      for (numaaff::node_id b : nodes)
+        if (a != b && t.distance(a, b) <= numaaff::local_distance) std::abort();
+      (void)t.cpus_of(a);
+      (void)t.nodes_by_distance(a);
+    }
+    for (numaaff::node_id c : t.cpu_nodes())
+      if (t.cpus_of(c).empty() || std::find(nodes.begin(), nodes.end(), c) == nodes.end()) std::abort();
+  } catch (const std::invalid_argument&) {
+  }
+  return 0;
+}
