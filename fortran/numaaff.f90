@@ -25,6 +25,8 @@ module numaaff
   public :: numaaff_pin_thread, numaaff_set_homenode, numaaff_homenode, numaaff_team_node
   public :: numaaff_static_thread, numaaff_static_node
   public :: numaaff_alloc_onnode, numaaff_alloc_local, numaaff_alloc_interleaved, numaaff_free
+  public :: numaaff_alloc_onnode_huge, numaaff_alloc_local_huge
+  public :: numaaff_huge_per_block, numaaff_huge_never, numaaff_huge_always
   public :: numaaff_move_to, numaaff_place_blocks, numaaff_weighted_interleave, numaaff_bandwidth_weights
   public :: numaaff_promote, numaaff_demote, numaaff_pages_on, numaaff_pages_unpopulated
   public :: numaaff_next_touch, numaaff_next_touch_blocks, numaaff_place_blocks_on_next_touch
@@ -43,7 +45,9 @@ module numaaff
 
   ! The owner that leaves a block where it is (NUMAAFF_KEEP), for numaaff_place_blocks and
   ! numaaff_place_blocks_on_next_touch.
-  integer(c_int), parameter :: numaaff_keep = -1
+  integer(c_int), parameter :: numaaff_keep = -2
+  ! Huge pages in a block (NUMAAFF_HUGE_*), for numaaff_alloc_onnode_huge and _local_huge.
+  integer(c_int), parameter :: numaaff_huge_per_block = 0, numaaff_huge_never = 1, numaaff_huge_always = 2
 
   interface
     integer(c_int) function numaaff_node_count() bind(C, name="numaaff_node_count")
@@ -112,6 +116,16 @@ module numaaff
     type(c_ptr) function numaaff_alloc_local(bytes) bind(C, name="numaaff_alloc_local")
       import :: c_ptr, c_size_t
       integer(c_size_t), value :: bytes
+    end function
+    type(c_ptr) function numaaff_alloc_onnode_huge(bytes, node, huge_pages) bind(C, name="numaaff_alloc_onnode_huge")
+      import :: c_ptr, c_size_t, c_int
+      integer(c_size_t), value :: bytes
+      integer(c_int), value :: node, huge_pages
+    end function
+    type(c_ptr) function numaaff_alloc_local_huge(bytes, huge_pages) bind(C, name="numaaff_alloc_local_huge")
+      import :: c_ptr, c_size_t, c_int
+      integer(c_size_t), value :: bytes
+      integer(c_int), value :: huge_pages
     end function
     type(c_ptr) function numaaff_alloc_interleaved(bytes) bind(C, name="numaaff_alloc_interleaved")
       import :: c_ptr, c_size_t

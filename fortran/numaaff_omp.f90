@@ -40,16 +40,17 @@ contains
     first_error = first
   end function
 
-  ! First touch by the static schedule: each thread of a parallel region zero-fills its
-  ! schedule(static) share of the `count` elements of `elem_bytes` bytes at `data` (c_loc of
-  ! the array), so that later `!$omp do schedule(static)` loops over them find each thread's
-  ! elements on its node. 0, or EINVAL (22) for a null `data` with count > 0 or an overflow.
+  ! First touch by the static schedule: each thread of a parallel region zero-fills the
+  ! elements this OpenMP runtime's own schedule(static) gives it, of the `count` elements of
+  ! `elem_bytes` bytes at `data` (c_loc of the array), so that later `!$omp do
+  ! schedule(static)` loops of `count` iterations find each thread's elements on its node,
+  ! whichever runtime cuts them. 0, or EINVAL (22) for a null `data` with count > 0 or an
+  ! overflow.
   integer(c_int) function numaaff_omp_first_touch(data, count, elem_bytes) result(error)
-    use omp_lib, only: omp_get_thread_num, omp_get_num_threads
     type(c_ptr), value :: data
     integer(c_size_t), value :: count, elem_bytes
     integer(c_signed_char), pointer :: bytes(:)
-    integer(c_size_t) :: team, t, base, extra, first, length
+    integer(c_size_t) :: i, first, last
     error = 0
     if (count == 0 .or. elem_bytes == 0) return
     if (.not. c_associated(data) .or. count > huge(count) / elem_bytes) then
@@ -57,15 +58,17 @@ contains
       return
     end if
     call c_f_pointer(data, bytes, [count * elem_bytes])
-    !$omp parallel private(team, t, base, extra, first, length)
-    team = int(omp_get_num_threads(), c_size_t)
-    t = int(omp_get_thread_num(), c_size_t)
-    base = count / team
-    extra = mod(count, team)
-    first = t * base + min(t, extra)
-    length = base
-    if (t < extra) length = length + 1
-    if (length > 0) bytes(first * elem_bytes + 1:(first + length) * elem_bytes) = 0_c_signed_char
+    !$omp parallel private(i, first, last)
+    first = 0
+    last = -1
+    ! This thread's share of a schedule(static) loop is one contiguous run of iterations.
+    !$omp do schedule(static)
+    do i = 1, count
+      if (first == 0) first = i
+      last = i
+    end do
+    !$omp end do nowait
+    if (last >= first .and. first > 0) bytes((first - 1) * elem_bytes + 1:last * elem_bytes) = 0_c_signed_char
     !$omp end parallel
   end function
 end module numaaff_omp

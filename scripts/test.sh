@@ -2,9 +2,10 @@
 # test.sh: install what is missing, build numaaff in every supported configuration and run the
 # whole test suite: host layer (g++ C++17, clang++ C++20, g++ C++20, clang++ C++17, and
 # ASan+UBSan; every example and experiment program with tiny sizes; once more under a seccomp
-# filter that denies the NUMA calls, as in a container), the benchmarks and the
-# experiments' CSV-to-plot chain, then the multi-node layer inside the emulated NUMA VM on
-# kernels 6.1 and 6.12 (which also runs numa_test, amr and numa01_02 and checks their goals).
+# filter that denies the NUMA calls, as in a container), a bounded fuzzing stage (libFuzzer
+# over every parser and the C API), the benchmarks and the experiments' CSV-to-plot chain,
+# then the multi-node layer inside the emulated NUMA VM on kernels 6.1 and 6.12 (which also
+# runs numa_test, amr and numa01_02 and checks their goals).
 # This is what CI runs (.ci/run).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -62,6 +63,24 @@ TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch_r
 TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_allocator" --gtest_brief=1
 TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_thread_pool" --gtest_brief=1
 
+echo "==== fuzzing (clang libFuzzer with ASan and UBSan): the parsers and the C API, ${NUMAAFF_FUZZ_SECONDS:-60} s each ===="
+cmake -S "$root" -B "$b/fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_STANDARD=17 \
+    -DCMAKE_CXX_EXTENSIONS=OFF -DNUMAAFF_FUZZ=ON -DNUMAAFF_BUILD_TESTS=OFF -DNUMAAFF_BUILD_EXAMPLES=OFF \
+    -DNUMAAFF_BUILD_BENCHMARKS=OFF -DNUMAAFF_BUILD_C_API=OFF >/dev/null
+fuzzers=(fuzz_environment fuzz_topology fuzz_launcher_args fuzz_c_api)
+cmake --build "$b/fuzz" -j "$jobs" --target "${fuzzers[@]}"
+for f in "${fuzzers[@]}"; do
+    found=$(mktemp -d)  # what this run adds; the repo's corpus is read only
+    if ! "$b/fuzz/fuzz/$f" -max_total_time="${NUMAAFF_FUZZ_SECONDS:-60}" -timeout=10 -rss_limit_mb=4096 \
+            -artifact_prefix="$b/fuzz/$f-" -print_final_stats=1 "$found" "$root/fuzz/corpus/$f" >"$b/fuzz/$f.log" 2>&1; then
+        tail -n 60 "$b/fuzz/$f.log"
+        echo "fuzzing: $f failed; the input is in $b/fuzz/$f-*" >&2
+        exit 1
+    fi
+    echo "$f: $(grep -m1 -o 'stat::number_of_executed_units: *[0-9]*' "$b/fuzz/$f.log" | grep -o '[0-9]*$') runs, no failure"
+    rm -rf "$found"
+done
+
 echo "==== benchmarks: smoke runs (tiny sizes; real figures are in benchmarks/README.md) ===="
 bench=$b/gcc-17/benchmarks
 smoke=(--benchmark_min_time=0.01 --benchmark_color=false)
@@ -69,6 +88,7 @@ smoke=(--benchmark_min_time=0.01 --benchmark_color=false)
 "$bench/bench_memory" "${smoke[@]}" --benchmark_filter='16384' >/dev/null
 "$bench/bench_next_touch" "${smoke[@]}" --benchmark_filter='/1/' >/dev/null
 "$bench/bench_thread_pool" "${smoke[@]}" >/dev/null
+LD_PRELOAD="$b/gcc-17/libnumaaff_ioguard.so" "$bench/bench_io_guard" "${smoke[@]}" >/dev/null
 "$root/tests/vm/numaaff-vm" --add "$bench/bench_memory" --add "$bench/bench_next_touch" --add "$bench/bench_thread_pool" -- sh -c \
     "bench_memory ${smoke[*]} --benchmark_filter='move.*/4096/' >/dev/null && bench_next_touch ${smoke[*]} --benchmark_filter='/1/' >/dev/null && bench_thread_pool ${smoke[*]} --benchmark_filter='fork_join|fib' >/dev/null && echo 'benchmarks ran in the 4-node VM'"
 

@@ -86,6 +86,17 @@ int copy_owners(std::size_t bytes, std::size_t block_bytes, const int* owners, s
 }
 
 
+/// The options for a NUMAAFF_HUGE_* value; false for another.
+bool huge_options(int huge_pages, numaaff::alloc_options& o) noexcept {
+  static_assert(NUMAAFF_HUGE_PER_BLOCK == static_cast<int>(numaaff::huge_page_mode::per_block) &&
+                    NUMAAFF_HUGE_NEVER == static_cast<int>(numaaff::huge_page_mode::never) &&
+                    NUMAAFF_HUGE_ALWAYS == static_cast<int>(numaaff::huge_page_mode::always),
+                "numaaff.h's huge-page values are huge_page_mode's");
+  if (huge_pages < NUMAAFF_HUGE_PER_BLOCK || huge_pages > NUMAAFF_HUGE_ALWAYS) return false;
+  o.huge_pages = static_cast<numaaff::huge_page_mode>(huge_pages);
+  return true;
+}
+
 }  // namespace
 
 extern "C" {
@@ -184,6 +195,22 @@ void* numaaff_alloc_local(size_t bytes) noexcept {
 void* numaaff_alloc_interleaved(size_t bytes) noexcept {
   void* p = nullptr;
   const int e = guarded([&] { p = numaaff::allocate_interleaved(bytes); });
+  return allocated(e, p);
+}
+
+void* numaaff_alloc_onnode_huge(size_t bytes, int node, int huge_pages) noexcept {
+  numaaff::alloc_options o;
+  if (!huge_options(huge_pages, o)) return allocated(EINVAL, nullptr);
+  std::error_code ec;
+  void* p = numaaff::allocate_on_node(bytes, node, o, ec);
+  return allocated(from_code(ec), p);
+}
+
+void* numaaff_alloc_local_huge(size_t bytes, int huge_pages) noexcept {
+  numaaff::alloc_options o;
+  if (!huge_options(huge_pages, o)) return allocated(EINVAL, nullptr);
+  void* p = nullptr;
+  const int e = guarded([&] { p = numaaff::allocate_on_node(bytes, numaaff::detail::local_node(), o); });
   return allocated(e, p);
 }
 

@@ -75,9 +75,11 @@ NUMAAFF_C_API int numaaff_homenode(void) NUMAAFF_C_NOEXCEPT;
  *  partition), so that with schedule(static) thread i's block is on its node. -1 if invalid. */
 NUMAAFF_C_API int numaaff_team_node(int thread, int team_size) NUMAAFF_C_NOEXCEPT;
 /** The thread of a team of `team_size` that runs iteration `index` of a `schedule(static)`
- *  loop of `count` iterations: OpenMP's static cut, thread t taking the t-th of `team_size`
- *  contiguous blocks, the first `count % team_size` one iteration longer. -1 if invalid
- *  (index >= count, team_size <= 0). */
+ *  loop of `count` iterations as GCC's libgomp cuts it (and numaaff's thread pool and C++
+ *  bridges): thread t takes the t-th of `team_size` contiguous blocks, the first
+ *  `count % team_size` one iteration longer. LLVM's libomp gives every thread ceil(count /
+ *  team_size) iterations instead; numaaff_omp_first_touch follows whichever runtime runs it.
+ *  -1 if invalid (index >= count, team_size <= 0). */
 NUMAAFF_C_API int numaaff_static_thread(size_t index, size_t count, int team_size) NUMAAFF_C_NOEXCEPT;
 /** The node iteration (or block) `index` of such a loop belongs on: numaaff_team_node of its
  *  static thread. With a team bound by numaaff_omp_bind_team, the owners a code splitting its
@@ -94,10 +96,25 @@ NUMAAFF_C_API void* numaaff_alloc_local(size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** `bytes` spread over the nodes (NUMAAFF_INTERLEAVE_NODES, else all): page by page above
  *  32 KiB, whole blocks round-robin below. */
 NUMAAFF_C_API void* numaaff_alloc_interleaved(size_t bytes) NUMAAFF_C_NOEXCEPT;
+/** Transparent huge pages in a block (numaaff::huge_page_mode): a huge page sits on one node
+ *  whole and migrates whole. NUMAAFF_HUGE_PER_BLOCK, the default of the calls above: no huge
+ *  page ever holds two blocks (none under 2 MiB; larger blocks 2 MiB-aligned, with huge pages
+ *  where the system makes them). NUMAAFF_HUGE_NEVER: none (MADV_NOHUGEPAGE).
+ *  NUMAAFF_HUGE_ALWAYS: 2 MiB-aligned and MADV_HUGEPAGE (large per-node arrays). */
+#define NUMAAFF_HUGE_PER_BLOCK 0
+#define NUMAAFF_HUGE_NEVER 1
+#define NUMAAFF_HUGE_ALWAYS 2
+/** numaaff_alloc_onnode with a huge-page choice (EINVAL for another `huge_pages`). */
+NUMAAFF_C_API void* numaaff_alloc_onnode_huge(size_t bytes, int node, int huge_pages) NUMAAFF_C_NOEXCEPT;
+/** numaaff_alloc_local with a huge-page choice. */
+NUMAAFF_C_API void* numaaff_alloc_local_huge(size_t bytes, int huge_pages) NUMAAFF_C_NOEXCEPT;
 /** Frees a block of any numaaff_alloc_* function, given the same size. NULL is a no-op. A
- *  double free, a pointer that no numaaff_alloc_* function returned (or one inside a block),
- *  or a size that does not match the block's, writes a message to stderr and aborts: it never
- *  hands one block to two owners. */
+ *  second free of a block, a pointer that no numaaff_alloc_* function returned (or one inside
+ *  a block), or a size that does not fit the block (larger than a small block; not its page
+ *  count for a large one) writes a message to stderr and aborts instead of putting a block on
+ *  a free list twice. The C library has a heap of its own: a block from numaaff_alloc_* is
+ *  freed with numaaff_free, never with the C++ deallocate of a program's own numaaff (nor the
+ *  other way round). */
 NUMAAFF_C_API void numaaff_free(void* p, size_t bytes) NUMAAFF_C_NOEXCEPT;
 
 /** What numaaff_move_to did, page by page. */
@@ -116,8 +133,10 @@ typedef struct numaaff_move_result {
 NUMAAFF_C_API int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result) NUMAAFF_C_NOEXCEPT;
 /** The owner value that leaves a block where it is (numaaff_place_blocks and
  *  numaaff_place_blocks_on_next_touch): free slots of a block pool, blocks whose owner did not
- *  change. Their pages are not moved; resident ones count as already_there. */
-#define NUMAAFF_KEEP (-1)
+ *  change. Their pages are not moved: numaaff_place_blocks counts the resident ones as
+ *  already_there, next touch opens them without counting them. Not -1, which the node
+ *  functions (numaaff_static_node, numaaff_team_node) return for an error. */
+#define NUMAAFF_KEEP (-2)
 
 /** Puts each block of the range on its owner's node now, in one batched call (the phase
  *  change of a block-structured code whose new owners are known): block b is the
@@ -147,10 +166,11 @@ NUMAAFF_C_API int numaaff_pages_unpopulated(const void* addr, size_t bytes, size
 
 /* ---- next touch -------------------------------------------------------------------------- */
 
-/** Arms the range: each chunk (128 pages) moves to the node of the thread that touches it
+/** Arms the range: each chunk (128 pages, or the range's share per usable CPU if smaller)
+ *  moves to the node of the thread that touches it
  *  next. The range must be mapped readable and writable and not executable (opened chunks are
- *  made read-write): EINVAL for any other range, which is left as it was. Likewise for every
- *  arming call below. */
+ *  made read-write): EINVAL for any other range, which is then not armed (what was armed in it
+ *  before is disarmed). Likewise for every arming call below. */
 NUMAAFF_C_API int numaaff_next_touch(void* addr, size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** The same with chunks derived from the application's block size: `block_bytes` rounded to
  *  whole pages, so that a chunk never spans two owners' blocks when blocks are page-aligned. */
@@ -215,18 +235,22 @@ static inline int numaaff_omp_bind_team(int team_size) {
 }
 
 /** First touch by the static schedule: each thread of a parallel region (of the runtime's
- *  default team, bound by numaaff_omp_bind_team first) zero-fills its `schedule(static)` share
- *  of the `count` elements of `elem_bytes` at `data`, so that a later `#pragma omp for
- *  schedule(static)` over them finds each thread's elements on its node. 0, or EINVAL for a
- *  null `data` with count > 0 or a size that overflows. */
+ *  default team, bound by numaaff_omp_bind_team first) zero-fills the elements that this
+ *  OpenMP runtime's own `schedule(static)` gives it, of the `count` elements of `elem_bytes`
+ *  at `data`: a later `#pragma omp for schedule(static)` of `count` iterations finds each
+ *  thread's elements on its node, whichever runtime cuts the loop (libgomp and LLVM's libomp
+ *  cut differently). 0, or EINVAL for a null `data` with count > 0 or a size that overflows. */
 static inline int numaaff_omp_first_touch(void* data, size_t count, size_t elem_bytes) {
   if ((data == NULL && count != 0) || (elem_bytes != 0 && count > (size_t)-1 / elem_bytes)) return 22; /* EINVAL */
 #pragma omp parallel
   {
-    const size_t team = (size_t)omp_get_num_threads(), t = (size_t)omp_get_thread_num();
-    const size_t base = count / team, extra = count % team;
-    const size_t first = t * base + (t < extra ? t : extra), length = base + (t < extra ? 1 : 0);
-    if (length != 0) memset((char*)data + first * elem_bytes, 0, length * elem_bytes);
+    size_t first = count, end = 0; /* this thread's share: one contiguous run under schedule(static) */
+#pragma omp for schedule(static) nowait
+    for (size_t i = 0; i < count; ++i) {
+      if (first == count) first = i;
+      end = i + 1;
+    }
+    if (end > first) memset((char*)data + first * elem_bytes, 0, (end - first) * elem_bytes);
   }
   return 0;
 }

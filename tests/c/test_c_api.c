@@ -58,6 +58,7 @@ static int aborts_saying(void (*misuse)(void), const char* message) {
   const pid_t pid = fork();
   if (pid == 0) {
     dup2(fds[1], 2);
+    alarm(20); /* a hang ends as SIGALRM, not as the abort looked for */
     misuse();
     _exit(0);
   }
@@ -187,6 +188,24 @@ int main(void) {
   CHECK(numaaff_next_touch_blocks(m, bytes, 0) == EINVAL);
   CHECK(next_touch(NULL, 4096) == EINVAL);
   numaaff_free(m, bytes);
+
+  /* huge-page choices: the blocks are real, freed by numaaff_free; an unknown choice is EINVAL */
+  {
+    const size_t big = 4u << 20;
+    char* h = numaaff_alloc_onnode_huge(big, first, NUMAAFF_HUGE_ALWAYS);
+    char* n = numaaff_alloc_local_huge(big, NUMAAFF_HUGE_NEVER);
+    CHECK(h != NULL && n != NULL && ((size_t)h % (2u << 20)) == 0);
+    if (h != NULL && n != NULL) {
+      memset(h, 1, big);
+      memset(n, 2, big);
+      CHECK(h[big - 1] == 1 && n[big - 1] == 2);
+    }
+    numaaff_free(h, big);
+    numaaff_free(n, big);
+    errno = 0;
+    CHECK(numaaff_alloc_onnode_huge(64, first, 7) == NULL && errno == EINVAL);
+    CHECK(numaaff_alloc_local_huge(64, -1) == NULL && errno == EINVAL);
+  }
 
   /* misuse of the heap aborts with a message instead of giving one block to two owners */
   CHECK(aborts_saying(double_free_small, "numaaff: double free"));

@@ -41,6 +41,13 @@ program test_fortran_api
   page = numaaff_page_bytes()
   call check(page >= 4096 .and. iand(page, page - 1) == 0, 'page_bytes')
   bytes = 64 * page
+  p = numaaff_alloc_onnode_huge(bytes, first, numaaff_huge_never)
+  call check(c_associated(p), 'alloc_onnode_huge')
+  call numaaff_free(p, bytes)
+  p = numaaff_alloc_local_huge(bytes, numaaff_huge_always)
+  call check(c_associated(p), 'alloc_local_huge')
+  call numaaff_free(p, bytes)
+  call check(.not. c_associated(numaaff_alloc_local_huge(bytes, 9_c_int)), 'alloc_local_huge rejects a bad choice')
   p = numaaff_alloc_onnode(bytes, first)
   call check(c_associated(p), 'alloc_onnode')
   call c_f_pointer(p, b, [bytes])
