@@ -71,7 +71,7 @@ fuzzers=(fuzz_environment fuzz_topology fuzz_launcher_args fuzz_c_api)
 cmake --build "$b/fuzz" -j "$jobs" --target "${fuzzers[@]}"
 for f in "${fuzzers[@]}"; do
     found=$(mktemp -d)  # what this run adds; the repo's corpus is read only
-    if ! "$b/fuzz/fuzz/$f" -max_total_time="${NUMAAFF_FUZZ_SECONDS:-60}" -timeout=10 -rss_limit_mb=4096 \
+    if ! LSAN_OPTIONS="suppressions=$root/fuzz/lsan.supp:print_suppressions=0" "$b/fuzz/fuzz/$f" -max_total_time="${NUMAAFF_FUZZ_SECONDS:-60}" -timeout=10 -rss_limit_mb=4096 \
             -artifact_prefix="$b/fuzz/$f-" -print_final_stats=1 "$found" "$root/fuzz/corpus/$f" >"$b/fuzz/$f.log" 2>&1; then
         tail -n 60 "$b/fuzz/$f.log"
         echo "fuzzing: $f failed; the input is in $b/fuzz/$f-*" >&2

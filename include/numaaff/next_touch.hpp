@@ -90,6 +90,7 @@
 #pragma once
 
 #include "detail/armed_ranges.hpp"
+#include "detail/pinning.hpp"
 #include "detail/throw.hpp"
 #include "errors.hpp"
 #include "memory.hpp"
@@ -288,10 +289,12 @@ inline bool valid_chunk(std::size_t chunk) noexcept { return chunk != 0 && chunk
 /// (row-split arrays of a Fortran code ended 40% placed so).
 inline std::size_t effective_chunk(const next_touch_options& o, std::size_t pages) noexcept {
   if (o.chunk_bytes != 0) return o.chunk_bytes;
+  // process_cpus(), read during static initialisation, not topology::system(): arming must not
+  // run a first initialisation that a child forked meanwhile would wait for forever.
   std::size_t cpus = 1;
   try {
-    cpus = std::max<std::size_t>(1, topology::system().cpus().size());
-  } catch (...) {  // no topology: one CPU, the largest chunk
+    cpus = std::max<std::size_t>(1, process_cpus().size());
+  } catch (...) {  // only if its first use (static initialisation) ran out of memory
   }
   return std::clamp<std::size_t>(pages / cpus, 1, default_next_touch_pages) * page_size();
 }

@@ -191,13 +191,10 @@ inline void disarm_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
   }
 }
 
-inline void offer_io_guard_opener() noexcept;
-
 /// Arms [begin, end) (page-aligned) in chunks of `chunk` bytes. With `page_nodes` (one node
 /// per page of the range, copied), each opened page goes to its own node, whoever touches it.
 inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chunk, touch_target target, bool adaptive,
                       std::uint32_t max_run, const std::uint16_t* page_nodes, std::error_code& ec) noexcept {
-  offer_io_guard_opener();
   try {
     std::lock_guard<std::mutex> guard(arm_lock());
     ec = install_segv_handler_locked();
@@ -365,19 +362,16 @@ inline int io_guard_open(const void* addr, std::size_t bytes) noexcept {
   return ec.value();
 }
 
-/// Gives io_guard_open to the I/O guard when the process has it (preloaded or linked), once
-/// per copy of numaaff: each copy (a program's compiled-in one, the C library's) has its own
-/// registry, so the guard asks each. Called by every arming before it takes arm_lock (dlsym
-/// takes the loader's lock: never under ours).
-inline void offer_io_guard_opener() noexcept {
-  static std::once_flag offered;  // the other armers wait until the guard knows us
-  try {
-    std::call_once(offered, [] {
-      using register_fn = int (*)(int (*)(const void*, std::size_t));
-      if (void* f = ::dlsym(RTLD_DEFAULT, "numaaff_io_guard_register")) (void)reinterpret_cast<register_fn>(f)(io_guard_open);
-    });
-  } catch (...) {  // std::call_once reports a failed futex as std::system_error: no guard then
-  }
+/// Gives io_guard_open to the I/O guard when the process has it (preloaded or linked: loaded,
+/// hence found, before any static initialisation of ours), once per copy of numaaff: each copy
+/// (a program's compiled-in one, the C library's) has its own registry, so the guard asks each.
+inline bool offer_io_guard_opener() noexcept {
+  using register_fn = int (*)(int (*)(const void*, std::size_t));
+  if (void* f = ::dlsym(RTLD_DEFAULT, "numaaff_io_guard_register")) (void)reinterpret_cast<register_fn>(f)(io_guard_open);
+  return true;
 }
+// During static initialisation, before any thread can fork: a child forked while another
+// thread was in a once-only initialisation would wait for it forever.
+inline const bool io_guard_offered = offer_io_guard_opener();
 
 }  // namespace numaaff::detail
