@@ -101,7 +101,9 @@ inline std::uintptr_t freed_mark(const void* p) noexcept {
 
 /// A misuse the heap cannot survive: says so and aborts (no allocation, no lock: the heap's
 /// own state is what cannot be trusted here).
-[[noreturn]] inline void heap_misuse(const char* what, const void* p) noexcept { abort_with_message(what, p); }
+[[noreturn, gnu::noinline, gnu::cold]] inline void heap_misuse(const char* what, const void* p) noexcept {
+  abort_with_message(what, p);
+}
 
 /**
  * Which 256 KiB regions of the address space are slabs: one byte per region in leaves of
@@ -492,7 +494,7 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
   const std::size_t size = class_bytes(c);
   // Blocks start at max(64, size) and are `size` apart: both are multiples of `size`.
-  if (offset < 64 || offset % size != 0) heap_misuse("free of a pointer inside a block, not at its start", p);
+  if (offset < 64 || (offset & (size - 1)) != 0) heap_misuse("free of a pointer inside a block, not at its start", p);
   if (offset + size > h->carved.load(std::memory_order_relaxed))
     heap_misuse("free of a pointer numaaff did not allocate (in a slab, past its blocks)", p);
   if (bytes > size) heap_misuse("free with a size larger than the block", p);
@@ -519,6 +521,30 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
 }
 
 // ---- the entry points used by allocators and resources -----------------------------------
+
+/// A large block: its own mapping, recorded in the registry that numa_deallocate checks. Out
+/// of line, so that the small-block path stays a few instructions.
+[[gnu::noinline]] inline void* allocate_large(std::size_t bytes, std::size_t align, int node, const placement_options& o,
+                                              std::error_code& ec) noexcept {
+  return allocate_large(bytes, align, node, o, ec);
+}
+
+/// Frees a large block after checking it against the registry (out of line, as allocate_large).
+[[gnu::noinline]] inline void free_large(void* p, std::size_t bytes) noexcept {
+  const std::size_t len = align_up(bytes, page_size());
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  {
+    arena_table& t = arena_table::instance();
+    std::lock_guard<std::mutex> guard(t.large_lock);
+    const auto it = t.large.find(at);
+    if (it == t.large.end()) heap_misuse("free of a pointer numaaff did not allocate, or a double free", p);
+    if (it->second != len) heap_misuse("free with a size that does not match the block's", p);
+    t.large.erase(it);
+  }
+  // A freed block must not stay armed for next-touch: its addresses will be reused.
+  if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + len);
+  sys_munmap(p, len);
+}
 
 /// Memory for `bytes` aligned to `align` on `node`; nullptr and ec on failure.
 inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const placement_options& o,
@@ -555,19 +581,7 @@ inline void numa_deallocate(void* p, std::size_t bytes, std::size_t /*align*/, c
   if (p == nullptr) return;
   if (bytes == 0) bytes = 1;
   if (slabs.holds(p)) return small_deallocate(p, bytes);
-  const std::size_t len = align_up(bytes, page_size());
-  const auto at = reinterpret_cast<std::uintptr_t>(p);
-  {
-    arena_table& t = arena_table::instance();
-    std::lock_guard<std::mutex> guard(t.large_lock);
-    const auto it = t.large.find(at);
-    if (it == t.large.end()) heap_misuse("free of a pointer numaaff did not allocate, or a double free", p);
-    if (it->second != len) heap_misuse("free with a size that does not match the block's", p);
-    t.large.erase(it);
-  }
-  // A freed block must not stay armed for next-touch: its addresses will be reused.
-  if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + len);
-  sys_munmap(p, len);
+  free_large(p, bytes);
 }
 
 }  // namespace numaaff::detail
