@@ -526,7 +526,20 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
 /// of line, so that the small-block path stays a few instructions.
 [[gnu::noinline]] inline void* allocate_large(std::size_t bytes, std::size_t align, int node, const placement_options& o,
                                               std::error_code& ec) noexcept {
-  return allocate_large(bytes, align, node, o, ec);
+  void* p = map_on_node(bytes, align, node, o, ec);
+  if (p == nullptr) return nullptr;
+  const std::size_t len = align_up(bytes, page_size());
+  arena_table& t = arena_table::instance();
+  try {
+    std::lock_guard<std::mutex> guard(t.large_lock);
+    // An entry left at this address means its block was unmapped behind our back: replaced.
+    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), len);
+  } catch (...) {  // no room for the entry
+    sys_munmap(p, len);
+    ec = std::make_error_code(std::errc::not_enough_memory);
+    return nullptr;
+  }
+  return p;
 }
 
 /// Frees a large block after checking it against the registry (out of line, as allocate_large).
@@ -558,20 +571,7 @@ inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const
   if (is_small(bytes, align) && !o.populate && o.huge_pages != huge_page_mode::always && o.strict) {
     return small_allocate(node, size_class(bytes, align), ec);
   }
-  void* p = map_on_node(bytes, align, node, o, ec);
-  if (p == nullptr) return nullptr;
-  const std::size_t len = align_up(bytes, page_size());
-  arena_table& t = arena_table::instance();
-  try {
-    std::lock_guard<std::mutex> guard(t.large_lock);
-    // An entry left at this address means its block was unmapped behind our back: replaced.
-    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), len);
-  } catch (...) {  // no room for the entry
-    sys_munmap(p, len);
-    ec = std::make_error_code(std::errc::not_enough_memory);
-    return nullptr;
-  }
-  return p;
+  return allocate_large(bytes, align, node, o, ec);
 }
 
 /// Frees what numa_allocate returned, given the same size (the options are not needed: the
