@@ -12,8 +12,8 @@ packages=(
     libgtest-dev libgmock-dev libbenchmark-dev libtbb-dev numactl util-linux
     # OpenMP for clang++ (g++ brings libgomp): the OpenMP bridge and the benchmarks' baseline
     libomp-dev
-    # the C API's Fortran module and its example
-    gfortran
+    # the C API's Fortran module and its example; python3 compares the module with numaaff.h
+    gfortran python3
     # the MPI bridge's tests and examples (Open MPI, also run inside the VM)
     openmpi-bin libopenmpi-dev
     # the emulated NUMA VM (tests/vm): qemu, a static busybox, kernel unpacking
