@@ -192,6 +192,8 @@ int main(int argc, char** argv) {
     });
     std::size_t from = 0;
     bool low = false;
+    numaaff::next_touch_options chunk;
+    chunk.chunk_bytes = g.array_bytes();
     for (std::size_t phase = 0; phase < s.phases; ++phase) {
       std::size_t by_mpi = 0, by_touch = 0;
       if (phase > 0) {
@@ -203,8 +205,10 @@ int main(int argc, char** argv) {
             if (was == rank) sends.emplace_back(b, will);
             if (will == rank) receives.emplace_back(b, was), ++by_mpi;
           } else if (will == rank && owner[b] != next[b]) {
-            // A new thread of this rank: its first touch moves the block to its node.
-            numaaff::affinity_on_next_touch(g.array(b, 0), 2 * g.array_bytes());
+            // A new thread of this rank: its first touch moves the block to its node. One
+            // chunk per array, so that the owner's touch of each array's first element moves
+            // all of it (the default chunk would split an array among its first touchers).
+            numaaff::affinity_on_next_touch(g.array(b, 0), 2 * g.array_bytes(), chunk);
             ++by_touch;
           }
         }

@@ -336,7 +336,7 @@ inline void mark_open(armed_range& r, std::size_t first, std::size_t last, std::
 /// targets meet (at its edges and inside). Arming split them, but khugepaged may have merged
 /// them since, or a split may have found the page busy; a huge page migrates whole.
 inline void split_where_targets_meet(const armed_range& r, std::uintptr_t b, std::uintptr_t e) noexcept {
-  if (!huge_pages_possible()) return;
+  if (!huge_pages_seen_so_far()) return;
   const std::size_t ps = page_size();
   if (b == r.begin) split_huge_page_at(b);
   if (e == r.end) split_huge_page_at(e);

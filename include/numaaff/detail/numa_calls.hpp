@@ -71,7 +71,7 @@ inline refusal_counters refusals;
  * again where khugepaged or a busy page undid a split (split_huge_pages marked the regions).
  */
 inline void split_huge_page_at(std::uintptr_t boundary) noexcept {
-  if (boundary % huge_page_size() == 0 || !huge_pages_possible()) return;
+  if (boundary % huge_page_size() == 0 || !huge_pages_seen_so_far()) return;
   call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(boundary), page_size(), MADV_COLD); });
 }
 

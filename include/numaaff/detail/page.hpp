@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -38,18 +39,34 @@ inline std::size_t huge_page_size() noexcept {
   return size;
 }
 
-/// False when the kernel never makes transparent huge pages (enabled = never, or no THP).
-inline bool huge_pages_possible() noexcept {
-  static const bool possible = [] {
-    const int fd = ::open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false;
-    char buf[64] = {};
-    const bool read = ::read(fd, buf, sizeof buf - 1) > 0;
-    ::close(fd);
-    return read && std::strstr(buf, "[never]") == nullptr;
-  }();
-  return possible;
+/// Whether the kernel makes transparent huge pages now (`enabled` is not "never"): one
+/// open, read and close of sysfs (async-signal-safe).
+inline bool thp_enabled_now() noexcept {
+  const int fd = ::open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[64] = {};
+  const bool read = ::read(fd, buf, sizeof buf - 1) > 0;
+  ::close(fd);
+  return read && std::strstr(buf, "[never]") == nullptr;
 }
+
+/// Set once THP has been seen enabled: an administrator may switch it on while the process
+/// runs (the kernel leaves it off by default below 512 MiB of RAM), and huge pages made
+/// while it was on stay after it is switched off again. Never cleared.
+inline std::atomic<bool> huge_pages_seen{thp_enabled_now()};
+
+/// True when the process may hold transparent huge pages: THP is enabled now, or was when
+/// numaaff last looked. Reads sysfs on each call until the answer is yes, then never again.
+inline bool huge_pages_possible() noexcept {
+  if (huge_pages_seen.load(std::memory_order_relaxed)) return true;
+  if (!thp_enabled_now()) return false;
+  huge_pages_seen.store(true, std::memory_order_relaxed);
+  return true;
+}
+
+/// The next-touch handler's form of huge_pages_possible: what has been seen, no system call
+/// (arming asked huge_pages_possible, so a range armed with huge pages possible sees yes).
+inline bool huge_pages_seen_so_far() noexcept { return huge_pages_seen.load(std::memory_order_relaxed); }
 
 inline std::uintptr_t align_down(std::uintptr_t v, std::size_t a) noexcept { return v & ~(std::uintptr_t{a} - 1); }
 inline std::uintptr_t align_up(std::uintptr_t v, std::size_t a) noexcept { return align_down(v + a - 1, a); }
