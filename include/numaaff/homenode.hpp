@@ -52,6 +52,16 @@ inline node_id environment_homenode() {
   return node;
 }
 
+/// Where "local" memory of the calling thread goes: this_homenode(), except that a logical
+/// node of a pool on a synthetic or XML topology never reaches the kernel (the thread's
+/// memory then goes where this_homenode() would go without it).
+inline node_id local_node() {
+  const int home = memory_homenode();
+  if (home >= 0) return home;
+  const node_id env = environment_homenode();
+  return env >= 0 ? env : current_node();
+}
+
 }  // namespace detail
 
 /**

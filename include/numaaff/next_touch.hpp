@@ -23,7 +23,7 @@
  * - The range must be ordinary read-write memory: opened chunks are made read-write, so a
  *   range with any page mapped otherwise (read-only, executable, a read-only file mapping) is
  *   refused with std::invalid_argument (EINVAL) and left as it was. The whole page-rounded
- *   range is covered (see memory.hpp for the rounding rule).
+ *   range is covered (see policy.hpp for the rounding rule).
  * - **System calls.** The kernel does not trap on an armed chunk: a system call that reads or
  *   writes one fails with EFAULT. Stream sockets and pipes keep their data then, but a
  *   datagram (UDP, AF_UNIX SOCK_DGRAM) received into an armed buffer is consumed and lost,
@@ -64,7 +64,7 @@
  * Next touch or place_blocks? Next touch gives a chunk to whoever touches it *first*: right
  * when the new owners are not known, wrong when, say, a halo exchange reads the neighbours'
  * blocks before their owners touch them. When the owners are known (an OpenMP plan, a pool
- * partition, a load balancer's map), `place_blocks(range, block_bytes, owners)` (memory.hpp)
+ * partition, a load balancer's map), `place_blocks(range, block_bytes, owners)` (migration.hpp)
  * puts every block with its owner now, in one batched call, and `place_blocks_on_next_touch`
  * (below) does the same lazily, whoever touches first. With plain next touch, make chunks no
  * larger than the blocks (`next_touch_options::for_blocks(block_bytes)`): a 512 KiB default
@@ -93,7 +93,7 @@
 #include "detail/pinning.hpp"
 #include "detail/throw.hpp"
 #include "errors.hpp"
-#include "memory.hpp"
+#include "memory.hpp"  // the umbrella, not one part: programs that include this header use all of it
 
 #include <chrono>
 #include <cstddef>
@@ -161,7 +161,7 @@ void affinity_on_next_touch(void* addr, std::size_t bytes, const next_touch_opti
 /**
  * place_blocks, lazily: arms the range as affinity_on_next_touch does, but the first touch of
  * a chunk, by whichever thread, moves each of its pages to the owner of its block instead of
- * to the toucher. Blocks and owners as in place_blocks (memory.hpp): block b is the
+ * to the toucher. Blocks and owners as in place_blocks (migration.hpp): block b is the
  * `block_bytes` at `addr + b * block_bytes`, `owners[b]` its node, a page shared by two blocks
  * goes with the one holding its first byte in the range.
  *

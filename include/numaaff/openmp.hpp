@@ -29,7 +29,7 @@
 
 #include "detail/pinning.hpp"
 #include "detail/throw.hpp"
-#include "memory.hpp"
+#include "memory.hpp"  // the umbrella, not one part: programs that include this header use all of it
 #include "partition.hpp"
 #include "topology.hpp"
 

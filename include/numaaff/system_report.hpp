@@ -135,15 +135,11 @@ capability_report probe_capabilities(const topology& topo);
 namespace detail {
 
 /// A memory policy as text: its mode and nodes.
-inline std::string policy_text(int mode, const unsigned long* mask, unsigned long bits) {
+inline std::string policy_text(int mode, const std::vector<node_id>& nodes) {
   static const char* const names[] = {"default", "preferred", "bind", "interleave", "local", "preferred many",
                                       "weighted interleave"};
-  const int m = mode & 0xff;  // the high bits are mode flags (static/relative nodes)
-  std::string text = m >= 0 && m < 7 ? names[m] : "mode " + std::to_string(m);
-  std::vector<node_id> nodes;
-  for (unsigned long n = 0; n < bits; ++n)
-    if ((mask[n / (8 * sizeof(unsigned long))] >> (n % (8 * sizeof(unsigned long)))) & 1UL) nodes.push_back(static_cast<node_id>(n));
-  if (m != MPOL_DEFAULT && m != MPOL_LOCAL && !nodes.empty()) text += " " + format_list(nodes);
+  std::string text = mode >= 0 && mode < 7 ? names[mode] : "mode " + std::to_string(mode);
+  if (mode != MPOL_DEFAULT && mode != MPOL_LOCAL && !nodes.empty()) text += " " + format_list(nodes);
   return text;
 }
 
@@ -151,11 +147,10 @@ inline std::string policy_text(int mode, const unsigned long* mask, unsigned lon
 /// with, before numaaff or the program changed anything.
 inline std::string read_start_policy() noexcept {
   try {
-    constexpr unsigned long bits = 4096;  // above any kernel's MAX_NUMNODES
-    unsigned long mask[bits / (8 * sizeof(unsigned long))] = {};
     int mode = 0;
-    if (!sys_get_mempolicy(&mode, mask, bits, nullptr, 0)) return "unknown";
-    return policy_text(mode, mask, bits);
+    std::vector<node_id> nodes;
+    if (!read_thread_policy(mode, nodes)) return "unknown";
+    return policy_text(mode, nodes);
   } catch (...) {
     return "unknown";
   }

@@ -28,7 +28,7 @@
 #pragma once
 
 #include "detail/scheduler.hpp"
-#include "memory.hpp"
+#include "memory.hpp"  // the umbrella, not one part: programs that include this header use all of it
 #include "topology.hpp"
 
 #include <utility>

@@ -66,7 +66,7 @@
 #include "detail/text.hpp"
 #include "detail/throw.hpp"
 #include "homenode.hpp"
-#include "memory.hpp"
+#include "memory.hpp"  // the umbrella, not one part: programs that include this header use all of it
 #include "partition.hpp"
 #include "task_group.hpp"
 #include "topology.hpp"
@@ -229,7 +229,7 @@ class thread_pool {
 
   /**
    * Runs `f()` near its data: its homenode is the node holding most of the range's pages
-   * (data_node(), memory.hpp: one sampled page query, cached per thread while numaaff migrates
+   * (data_node(), placement.hpp: one sampled page query, cached per thread while numaaff migrates
    * nothing, so repeated hints on the same data cost almost nothing), or the nearest pool node
    * to it (data on a memory-only node); the node policy's choice when the range is not
    * populated yet. Like OpenMP's `affinity` clause, a hint: the task is stealable after the

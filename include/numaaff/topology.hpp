@@ -36,10 +36,12 @@
 #pragma once
 
 #include "detail/hwloc_handle.hpp"
+#include "detail/kernel_nodes.hpp"
 #include "detail/numa_calls.hpp"
 #include "detail/syscall.hpp"
 #include "detail/text.hpp"
 #include "detail/throw.hpp"
+#include "memory_attributes.hpp"
 
 #include <hwloc.h>
 #include <sched.h>
@@ -59,8 +61,7 @@
 
 namespace numaaff {
 
-/// A NUMA node: always the kernel's node number.
-using node_id = int;
+// node_id (a NUMA node: always the kernel's node number) comes with memory_attributes.hpp.
 
 /// Distance of a node to itself (ACPI SLIT convention).
 inline constexpr int local_distance = 10;
@@ -72,68 +73,12 @@ namespace detail {
 /// The nodes of the calling thread's MPOL_BIND policy (what `numactl --membind` set, inherited
 /// by every thread it starts), or null when it has another policy or the call is refused.
 inline hwloc_bitmap_ptr membind_nodes() {
-  constexpr unsigned long bits = 4096;  // above any kernel's MAX_NUMNODES
-  unsigned long mask[bits / (8 * sizeof(unsigned long))] = {};
   int mode = 0;
-  if (!sys_get_mempolicy(&mode, mask, bits, nullptr, 0) || (mode & 0xff) != MPOL_BIND) return nullptr;
+  std::vector<int> nodes;
+  if (!read_thread_policy(mode, nodes) || mode != MPOL_BIND) return nullptr;
   hwloc_bitmap_ptr out = make_hwloc_bitmap();
-  for (unsigned long n = 0; n < bits; ++n)
-    if ((mask[n / (8 * sizeof(unsigned long))] >> (n % (8 * sizeof(unsigned long)))) & 1UL) hwloc_bitmap_set(out.get(), static_cast<unsigned>(n));
+  for (int n : nodes) hwloc_bitmap_set(out.get(), static_cast<unsigned>(n));
   return out;
-}
-
-/// A node list from sysfs (kernel list syntax: "0-3,5"); empty when unreadable.
-inline std::vector<node_id> sysfs_node_list(const char* path) {
-  std::ifstream in(path);
-  std::string text;
-  std::getline(in, text);
-  std::vector<node_id> out;
-  if (!parse_list(text, out)) out.clear();
-  return out;
-}
-
-/// The nodes the running kernel has (online), read once; {0} on a kernel without NUMA. Every
-/// node number a caller gives is checked against this list (a topology may be synthetic).
-inline const std::vector<node_id>& kernel_nodes() {
-  static const std::vector<node_id> nodes = [] {
-    std::vector<node_id> out = sysfs_node_list("/sys/devices/system/node/online");
-    if (out.empty()) out.assign(1, 0);
-    return out;
-  }();
-  return nodes;
-}
-/// The kernel's nodes that have memory (sysfs has_memory; a node with CPUs only has none);
-/// every node when the kernel does not say.
-inline const std::vector<node_id>& memory_nodes() {
-  static const std::vector<node_id> nodes = [] {
-    std::vector<node_id> out = sysfs_node_list("/sys/devices/system/node/has_memory");
-    return out.empty() ? kernel_nodes() : out;
-  }();
-  return nodes;
-}
-/// Read during static initialisation, before any thread can fork: a child forked while another
-/// thread runs a C++ static's first initialisation waits on its guard forever.
-inline const bool kernel_nodes_ready = [] {
-  try {
-    (void)kernel_nodes();
-    (void)memory_nodes();
-  } catch (...) {  // out of memory at start-up: read on first use instead
-  }
-  return true;
-}();
-
-inline bool valid_node(node_id n) {
-  const auto& nodes = kernel_nodes();
-  return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
-}
-
-inline std::string node_error(node_id n) {
-  return "node " + std::to_string(n) + " does not exist on this kernel (nodes: " + format_list(kernel_nodes()) + ")";
-}
-
-/// The one check of a caller's node: std::invalid_argument naming the call otherwise.
-inline void require_node(const char* fn, node_id node) {
-  if (!valid_node(node)) throw_invalid_argument(std::string(fn) + ": " + node_error(node));
 }
 
 }  // namespace detail
@@ -146,19 +91,6 @@ enum class distance_source {
   firmware,  ///< the ACPI SLIT (or an XML file's distance matrix), through hwloc
   defaults,  ///< none was available: 10 on the diagonal, 20 elsewhere
   user,      ///< `with_distances()` or `NUMAAFF_DISTANCES`
-};
-
-/// Where the memory attributes (bandwidth, latency) came from.
-enum class attribute_source {
-  firmware,  ///< the ACPI HMAT through hwloc (or an XML file's memory attributes); may be empty
-  user,      ///< `with_memory_attributes()` or `NUMAAFF_MEMORY_ATTRIBUTES`
-};
-
-/// What targets_by() ranks a node's memory by, as seen from a CPU node.
-enum class memory_attribute {
-  bandwidth,  ///< highest first (firmware values, else nearest first)
-  latency,    ///< lowest first (firmware values, else nearest first)
-  capacity,   ///< most memory first (memory_of), ties nearest first
 };
 
 // ---- class topology ---------------------------------------------------------------------
@@ -261,41 +193,43 @@ class topology {
   distance_source distances_from() const noexcept { return distance_source_; }
 
   /**
-   * Memory performance from `initiator`'s CPUs to `target`'s memory, as the firmware reports
-   * it (the ACPI HMAT, which Linux exposes in sysfs access classes and hwloc 2.3+ as memory
-   * attributes): bandwidth in MiB/s, latency in ns; 0 where the firmware gives no value for
-   * the pair (no HMAT, or an initiator that is not among the target's best: Linux lists only
-   * those). @throws std::invalid_argument for a node not in this topology.
+   * Memory performance from `initiator`'s CPUs to `target`'s memory (the firmware's HMAT, or
+   * the user's override; see memory_attributes.hpp): bandwidth in MiB/s, latency in ns; 0
+   * where the firmware gives no value for the pair.
+   * @throws std::invalid_argument for a node not in this topology.
    */
-  std::uint64_t bandwidth(node_id initiator, node_id target) const {
-    return bandwidth_[checked_index(initiator, "initiator") * nodes_.size() + checked_index(target, "target")];
-  }
-  std::uint64_t latency(node_id initiator, node_id target) const {
-    return latency_[checked_index(initiator, "initiator") * nodes_.size() + checked_index(target, "target")];
-  }
+  std::uint64_t bandwidth(node_id initiator, node_id target) const { return attributes_.bandwidth(initiator, target); }
+  std::uint64_t latency(node_id initiator, node_id target) const { return attributes_.latency(initiator, target); }
   /// True when the firmware (or the user's override) gave any bandwidth or latency value.
-  bool has_memory_attributes() const noexcept;
-  attribute_source memory_attributes_from() const noexcept { return attribute_source_; }
+  bool has_memory_attributes() const noexcept { return attributes_.any(); }
+  attribute_source memory_attributes_from() const noexcept { return attributes_.source(); }
+  /// The whole table of bandwidths, latencies and kinds of this topology's nodes.
+  const memory_attributes& attributes() const noexcept { return attributes_; }
   /**
    * What memory node `n` is, as hwloc names it: "DRAM", "HBM", "NVM", "SPM", "GPUMemory",
    * "CXL-DRAM" (hwloc 2.10+)..., or "" when hwloc does not say (it often does not for plain
    * DRAM, nor for a memory-only node whose firmware gives no hint).
    * @throws std::invalid_argument if `n` is not in this topology.
    */
-  const std::string& kind_of(node_id n) const { return kind_of_[checked_index(n, "node")]; }
+  const std::string& kind_of(node_id n) const { return attributes_.kind_of(n); }
   /**
-   * Every node's memory ranked for `initiator`'s CPUs by `a`, best first. Targets with a
-   * firmware value come first, by value; the others follow nearest first (the documented
-   * fallback: without an HMAT the ranking is the distance matrix's). Ties: nearest, then the
-   * lower node number. `best_target` is its first entry: "fastest" memory for a bandwidth-bound
-   * array, "nearest" for a latency-bound one, "largest" for capacity.
+   * Every node's memory ranked for `initiator`'s CPUs by `a`, best first
+   * (memory_attributes::rank_targets over this topology's distances and memory_of): targets
+   * with a firmware value first, by value, the others nearest first. `best_target` is its
+   * first entry: "fastest" memory for a bandwidth-bound array, "nearest" for a latency-bound
+   * one, "largest" for capacity.
    * @throws std::invalid_argument for a node not in this topology.
    */
-  std::vector<node_id> targets_by(memory_attribute a, node_id initiator) const;
+  std::vector<node_id> targets_by(memory_attribute a, node_id initiator) const {
+    return attributes_.rank_targets(a, initiator, [this](node_id i, node_id t) { return distance(i, t); },
+                                    [this](node_id t) { return memory_of(t); });
+  }
   node_id best_target(memory_attribute a, node_id initiator) const { return targets_by(a, initiator).front(); }
   /// The CPU nodes ranked as initiators of `target`'s memory: highest firmware bandwidth first,
   /// then nearest first. @throws std::invalid_argument for a node not in this topology.
-  std::vector<node_id> initiators_of(node_id target) const;
+  std::vector<node_id> initiators_of(node_id target) const {
+    return attributes_.rank_initiators(target, cpu_nodes(), [this](node_id i, node_id t) { return distance(i, t); });
+  }
 
   /// True when the process may use only part of the machine (binding, cpuset, mempolicy).
   bool is_restricted() const noexcept { return !restriction_.empty(); }
@@ -358,9 +292,7 @@ class topology {
   std::vector<int> cpus_;
   std::vector<node_id> node_of_cpu_;  // indexed by OS cpu number, -1 where unknown
   std::vector<int> distances_;        // row-major, nodes_ order
-  std::vector<std::uint64_t> bandwidth_, latency_;  // row-major [initiator][target], 0: unknown
-  std::vector<std::string> kind_of_;                 // hwloc's subtype of each node, "" if none
-  attribute_source attribute_source_ = attribute_source::firmware;
+  memory_attributes attributes_;
   topology_source source_ = topology_source::system;
   distance_source distance_source_ = distance_source::defaults;
   std::string restriction_;
@@ -432,49 +364,6 @@ inline std::vector<std::vector<int>> topology::distance_matrix() const {
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) m[i][j] = distances_[i * n + j];
   return m;
-}
-
-inline bool topology::has_memory_attributes() const noexcept {
-  const auto known = [](std::uint64_t v) { return v != 0; };
-  return std::any_of(bandwidth_.begin(), bandwidth_.end(), known) || std::any_of(latency_.begin(), latency_.end(), known);
-}
-
-inline std::vector<node_id> topology::targets_by(memory_attribute a, node_id initiator) const {
-  const std::size_t row = checked_index(initiator, "initiator");
-  const std::size_t n = nodes_.size();
-  std::vector<node_id> order = nodes_;
-  const auto value = [&](node_id t) -> std::uint64_t {
-    const std::size_t j = index_of(t);
-    switch (a) {
-      case memory_attribute::bandwidth: return bandwidth_[row * n + j];
-      case memory_attribute::latency: return latency_[row * n + j];
-      case memory_attribute::capacity: return memory_of_[j];
-    }
-    return 0;
-  };
-  const auto distance_to = [&](node_id t) { return t == initiator ? 0 : distances_[row * n + index_of(t)]; };
-  std::sort(order.begin(), order.end(), [&](node_id x, node_id y) {
-    const std::uint64_t vx = value(x), vy = value(y);
-    if ((vx != 0) != (vy != 0)) return vx != 0;  // a firmware value first
-    if (vx != vy) return a == memory_attribute::latency ? vx < vy : vx > vy;
-    if (distance_to(x) != distance_to(y)) return distance_to(x) < distance_to(y);
-    return x < y;
-  });
-  return order;
-}
-
-inline std::vector<node_id> topology::initiators_of(node_id target) const {
-  const std::size_t col = checked_index(target, "target");
-  const std::size_t n = nodes_.size();
-  std::vector<node_id> out = cpu_nodes();
-  const auto bw = [&](node_id i) { return bandwidth_[index_of(i) * n + col]; };
-  const auto dist = [&](node_id i) { return i == target ? 0 : distances_[index_of(i) * n + col]; };
-  std::sort(out.begin(), out.end(), [&](node_id x, node_id y) {
-    if (bw(x) != bw(y)) return bw(x) > bw(y);
-    if (dist(x) != dist(y)) return dist(x) < dist(y);
-    return x < y;
-  });
-  return out;
 }
 
 inline std::vector<node_id> topology::nodes_by_distance(node_id from) const {
@@ -581,39 +470,8 @@ inline topology topology::with_distances(const std::string& spec, const std::str
 }
 
 inline topology topology::with_memory_attributes(const std::string& spec, const std::string& what) const {
-  const std::string valid =
-      " (valid form: entries 'I>T:bandwidth=MiB/s,latency=ns' separated by ';', I a node with CPUs, "
-      "e.g. '0>0:bandwidth=20000,latency=80;0>2:bandwidth=40000')";
-  const auto fail = [&](const std::string& why) { detail::throw_invalid_argument(what + "='" + spec + "': " + why + valid); };
-  const std::size_t n = nodes_.size();
   topology copy = *this;
-  copy.bandwidth_.assign(n * n, 0);
-  copy.latency_.assign(n * n, 0);
-  copy.attribute_source_ = attribute_source::user;
-  for (std::string_view entry : detail::split(detail::trim(spec), ';')) {
-    entry = detail::trim(entry);
-    if (entry.empty()) continue;
-    const std::size_t arrow = entry.find('>'), colon = entry.find(':');
-    int from = -1, to = -1;
-    if (arrow == std::string_view::npos || colon == std::string_view::npos || colon < arrow ||
-        detail::parse_int_status(entry.substr(0, arrow), from) != std::errc() ||
-        detail::parse_int_status(entry.substr(arrow + 1, colon - arrow - 1), to) != std::errc())
-      fail("cannot read '" + std::string(entry) + "'");
-    const std::size_t i = index_of(from), j = index_of(to);
-    if (i == npos || j == npos)
-      fail("'" + std::string(entry) + "' names a node not in this topology (nodes: " + detail::format_list(nodes_) + ")");
-    if (cpus_of_[i].empty()) fail("'" + std::string(entry) + "': initiator node " + std::to_string(from) + " has no CPUs");
-    for (std::string_view field : detail::split(entry.substr(colon + 1), ',')) {
-      const std::size_t eq = field.find('=');
-      const std::string_view key = detail::trim(field.substr(0, eq == std::string_view::npos ? 0 : eq));
-      std::uint64_t value = 0;
-      const std::string_view text = eq == std::string_view::npos ? std::string_view{} : detail::trim(field.substr(eq + 1));
-      const auto [end, e] = std::from_chars(text.data(), text.data() + text.size(), value);
-      if ((key != "bandwidth" && key != "latency") || e != std::errc() || end != text.data() + text.size() || value == 0)
-        fail("cannot read '" + std::string(detail::trim(field)) + "' in '" + std::string(entry) + "'");
-      (key == "bandwidth" ? copy.bandwidth_ : copy.latency_)[i * n + j] = value;
-    }
-  }
+  copy.attributes_ = memory_attributes::parse(spec, attributes_, cpu_nodes(), what);
   return copy;
 }
 
@@ -688,6 +546,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
   }
 
   std::vector<hwloc_obj_t> kept;  // the hwloc node of each of topo.nodes_
+  std::vector<std::string> kinds;  // and its subtype
   topo.machine_nodes_ = all_nodes.size();
   topo.machine_cpus_ = static_cast<std::size_t>(std::max(0, hwloc_bitmap_weight(complete)));
   for (std::size_t k = 0; k < all_nodes.size(); ++k) {
@@ -704,7 +563,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     topo.memory_of_.push_back(obj->attr != nullptr ? obj->attr->numanode.local_memory : 0);
     topo.logical_index_.push_back(static_cast<int>(obj->logical_index));
     topo.cpus_of_.push_back(std::move(cpus));
-    topo.kind_of_.emplace_back(obj->subtype != nullptr ? obj->subtype : "");
+    kinds.emplace_back(obj->subtype != nullptr ? obj->subtype : "");
     kept.push_back(obj);
   }
   topo.unusable_ = live && !why.empty() && !all_nodes.empty() && topo.nodes_.empty();
@@ -715,7 +574,7 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
     topo.memory_of_.push_back(hwloc_get_root_obj(t)->total_memory);
     topo.logical_index_.push_back(0);
     topo.cpus_of_.push_back(detail::bitmap_to_vector(usable.get()));
-    topo.kind_of_.emplace_back();
+    kinds.emplace_back();
   }
   for (std::size_t k = 0; k < topo.nodes_.size(); ++k) {
     for (int c : topo.cpus_of_[k]) {
@@ -762,23 +621,10 @@ inline topology topology::from_hwloc(hwloc_topology_t t, topology_source source,
 
   // Memory attributes per (initiator, target): hwloc's, from the HMAT where the firmware has
   // one (an initiator is a node's whole CPU set, as HMAT proximity domains are).
-  topo.bandwidth_.assign(n * n, 0);
-  topo.latency_.assign(n * n, 0);
-#if HWLOC_API_VERSION >= 0x00020300  // memory attributes came with hwloc 2.3
-  for (std::size_t i = 0; i < kept.size(); ++i) {
-    // Initiators are CPU nodes: a memory-only node's cpuset is its locality (the CPUs of the
-    // package it hangs off), and as an initiator it would borrow their values.
-    if (topo.cpus_of_[i].empty() || kept[i]->cpuset == nullptr || hwloc_bitmap_iszero(kept[i]->cpuset)) continue;
-    hwloc_location from{};
-    from.type = HWLOC_LOCATION_TYPE_CPUSET;
-    from.location.cpuset = kept[i]->cpuset;
-    for (std::size_t j = 0; j < kept.size(); ++j) {
-      hwloc_uint64_t v = 0;
-      if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_BANDWIDTH, kept[j], &from, 0, &v) == 0) topo.bandwidth_[i * n + j] = v;
-      if (hwloc_memattr_get_value(t, HWLOC_MEMATTR_ID_LATENCY, kept[j], &from, 0, &v) == 0) topo.latency_[i * n + j] = v;
-    }
-  }
-#endif
+  topo.attributes_ = memory_attributes(topo.nodes_, std::move(kinds));
+  std::vector<bool> initiator(kept.size());
+  for (std::size_t i = 0; i < kept.size(); ++i) initiator[i] = !topo.cpus_of_[i].empty();
+  topo.attributes_.read_hwloc(t, kept, initiator);
   return topo;
 }
 
@@ -885,7 +731,7 @@ inline std::string topology::to_string() const {
     std::string cpus;
     for (int c : cpus_of_[i]) cpus += " " + std::to_string(c);
     std::string notes = cpus.empty() ? "memory only" : "";
-    if (!kind_of_[i].empty()) notes += (notes.empty() ? "" : ", ") + kind_of_[i];
+    if (!kind_of(nodes_[i]).empty()) notes += (notes.empty() ? "" : ", ") + kind_of(nodes_[i]);
     s += "node " + std::to_string(nodes_[i]) + " cpus:" + (cpus.empty() ? std::string(" none") : cpus) +
          (notes.empty() ? "" : " (" + notes + ")") + "\n";
     s += "node " + std::to_string(nodes_[i]) + " size: " + std::to_string(memory_of_[i] >> 20) + " MB\n";
@@ -908,18 +754,7 @@ inline std::string topology::to_string() const {
     s += "\n";
   }
   s += "source: " + description_ + "; distances: " + std::string(detail::distance_source_name(distance_source_)) + "\n";
-  if (has_memory_attributes()) {
-    s += std::string("memory attributes (") + (attribute_source_ == attribute_source::user ? "user override" : "firmware HMAT") +
-         "; initiator -> target: MiB/s, ns):\n";
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t j = 0; j < n; ++j) {
-        if (bandwidth_[i * n + j] == 0 && latency_[i * n + j] == 0) continue;
-        s += "  node " + std::to_string(nodes_[i]) + " -> node " + std::to_string(nodes_[j]) + ": " +
-             std::to_string(bandwidth_[i * n + j]) + " MiB/s, " + std::to_string(latency_[i * n + j]) + " ns\n";
-      }
-  } else {
-    s += "memory attributes: none from the firmware (rankings follow the distances)\n";
-  }
+  s += attributes_.to_string();
   if (is_restricted()) s += restriction_ + "\n";
   return s;
 }

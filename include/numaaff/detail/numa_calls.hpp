@@ -178,6 +178,21 @@ inline sys_result<long> sys_get_mempolicy(int* mode, unsigned long* mask, unsign
   return call(sys::get_mempolicy, [&] { return ::get_mempolicy(mode, mask, maxnode, addr, flags); });
 }
 
+/// The calling thread's memory policy: its mode (MPOL_*, the mode flags stripped) and its
+/// nodes, ascending; false when get_mempolicy is refused or fails. Allocates the node list.
+inline bool read_thread_policy(int& mode, std::vector<int>& nodes) {
+  constexpr unsigned long bits = 4096;  // above any kernel's MAX_NUMNODES
+  constexpr unsigned long word = 8 * sizeof(unsigned long);
+  unsigned long mask[bits / word] = {};
+  int raw = 0;
+  if (!sys_get_mempolicy(&raw, mask, bits, nullptr, 0)) return false;
+  mode = raw & 0xff;  // the high bits are mode flags (static/relative nodes)
+  nodes.clear();
+  for (unsigned long n = 0; n < bits; ++n)
+    if ((mask[n / word] >> (n % word)) & 1UL) nodes.push_back(static_cast<int>(n));
+  return true;
+}
+
 inline sys_result<long> sys_set_mempolicy_home_node(void* addr, std::size_t len, unsigned long home_node,
                                                     unsigned long flags) noexcept {
   return call(sys::set_mempolicy_home_node,
