@@ -1,4 +1,4 @@
-// Fuzz target: numaaff-run's command line (examples/numaaff_run_args.hpp), then the library's
+// Fuzz target: numaaff-run's command line (tools/numaaff_run_args.hpp), then the library's
 // parsers on the NUMAAFF_* values it would set, as the launcher checks them before exec. The
 // input is split at NUL bytes into arguments. An invocation is accepted or has an error
 // message; an accepted one is coherent (a command exactly when not --show, --pid only with
@@ -6,7 +6,7 @@
 #include <numaaff/thread_pool.hpp>
 #include <numaaff/topology.hpp>
 
-#include "../examples/numaaff_run_args.hpp"
+#include "../tools/numaaff_run_args.hpp"
 
 #include <cstddef>
 #include <cstdint>
