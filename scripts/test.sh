@@ -82,7 +82,7 @@ TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch_r
 TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_allocator" --gtest_brief=1
 TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_thread_pool" --gtest_brief=1
 
-stage "fuzzing (clang libFuzzer with ASan and UBSan): the parsers and the C API, ${NUMAAFF_FUZZ_SECONDS:-30} s each"
+stage "fuzzing (clang libFuzzer with ASan and UBSan): the parsers and the C API, ${NUMAAFF_FUZZ_SECONDS:-60} s each"
 cmake -S "$root" -B "$b/fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_STANDARD=17 \
     -DCMAKE_CXX_EXTENSIONS=OFF -DNUMAAFF_FUZZ=ON -DNUMAAFF_BUILD_TESTS=OFF -DNUMAAFF_BUILD_EXAMPLES=OFF \
     -DNUMAAFF_BUILD_BENCHMARKS=OFF -DNUMAAFF_BUILD_C_API=OFF >/dev/null
@@ -90,7 +90,7 @@ fuzzers=(fuzz_environment fuzz_topology fuzz_launcher_args fuzz_c_api)
 cmake --build "$b/fuzz" -j "$jobs" --target "${fuzzers[@]}"
 for f in "${fuzzers[@]}"; do
     found=$(mktemp -d)  # what this run adds; the repo's corpus is read only
-    if ! LSAN_OPTIONS="suppressions=$root/fuzz/lsan.supp:print_suppressions=0" "$b/fuzz/fuzz/$f" -max_total_time="${NUMAAFF_FUZZ_SECONDS:-30}" -timeout=10 -rss_limit_mb=4096 \
+    if ! LSAN_OPTIONS="suppressions=$root/fuzz/lsan.supp:print_suppressions=0" "$b/fuzz/fuzz/$f" -max_total_time="${NUMAAFF_FUZZ_SECONDS:-60}" -timeout=10 -rss_limit_mb=4096 \
             -artifact_prefix="$b/fuzz/$f-" -print_final_stats=1 "$found" "$root/fuzz/corpus/$f" >"$b/fuzz/$f.log" 2>&1; then
         tail -n 60 "$b/fuzz/$f.log"
         echo "fuzzing: $f failed; the input is in $b/fuzz/$f-*" >&2
