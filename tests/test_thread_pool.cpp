@@ -482,7 +482,7 @@ TEST(ThreadPoolEnvironment, TheLauncherSetsWhatThePoolReads) {
   const std::string show = numaaff_test::run_command(run + " -P round_robin --show");
   EXPECT_NE(show.find("node policy: round_robin"), std::string::npos) << show;
 #else
-  GTEST_SKIP() << "examples not built";
+  GTEST_SKIP() << "tools not built (NUMAAFF_BUILD_TOOLS=OFF)";
 #endif
 }
 
@@ -519,7 +519,7 @@ TEST(ThreadPoolEnvironment, TheLauncherRejectsBadNumbersWithTheUsage) {
   const std::string ok = numaaff_test::run_command(run + " -n " + std::to_string(last) + " --show --pid " + std::to_string(getpid()));
   EXPECT_NE(ok.find("process " + std::to_string(getpid())), std::string::npos) << ok;
 #else
-  GTEST_SKIP() << "examples not built";
+  GTEST_SKIP() << "tools not built (NUMAAFF_BUILD_TOOLS=OFF)";
 #endif
 }
 
