@@ -155,7 +155,7 @@ TEST(TopologyNuma, ACgroupWithOnlyMemoryOnlyNodesIsAnUnusableRestriction) {
   NUMAAFF_REQUIRE_MEMORY_TIERS();
   const std::string m = std::to_string(numaaff_test::sysfs_memory_only_nodes().front());
   const std::string out = numaaff_test::run_command(
-      "sh -c 'cg=/sys/fs/cgroup; (mountpoint -q $cg || mount -t cgroup2 none $cg) && echo +cpuset > $cg/cgroup.subtree_control && "
+      "sh -c 'cg=/sys/fs/cgroup; ([ -e $cg/cgroup.controllers ] || mount -t cgroup2 none $cg) && echo +cpuset > $cg/cgroup.subtree_control && "
       "mkdir -p $cg/numaaff_test && echo " + m + " > $cg/numaaff_test/cpuset.mems && echo $$ > $cg/numaaff_test/cgroup.procs && "
       "exec " NUMAAFF_TOPOLOGY_PROBE " threaded'");
   EXPECT_NE(out.find("unusable=1"), std::string::npos) << out;
