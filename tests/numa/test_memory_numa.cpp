@@ -571,14 +571,18 @@ TEST(MemoryNuma, ACgroupMemoryLimitCapsTheRoomOnEveryNode) {
 /// Writes `value` to a sysfs file and puts the old value back when it goes out of scope.
 struct sysfs_setting {
   std::string path, old;
-  sysfs_setting(std::string p, const std::string& value) : path(std::move(p)) {
-    std::ifstream in(path);
-    std::getline(in, old);
-    // "always [madvise] never" -> "madvise"
-    if (const auto open = old.find('['); open != std::string::npos) old = old.substr(open + 1, old.find(']') - open - 1);
+  sysfs_setting(std::string p, const std::string& value) : path(std::move(p)), old(now()) {
     std::ofstream(path) << value;
   }
   ~sysfs_setting() { std::ofstream(path) << old; }
+  /// The file's value now; of a choice list, the chosen one ("always [madvise] never" -> "madvise").
+  std::string now() const {
+    std::ifstream in(path);
+    std::string v;
+    std::getline(in, v);
+    if (const auto open = v.find('['); open != std::string::npos) v = v.substr(open + 1, v.find(']') - open - 1);
+    return v;
+  }
 };
 
 std::uint64_t khugepaged_full_scans() {
@@ -602,12 +606,7 @@ TEST(MemoryNuma, PlacementSurvivesKhugepaged) {
   sysfs_setting scan_sleep(thp + "khugepaged/scan_sleep_millisecs", "1");
   sysfs_setting alloc_sleep(thp + "khugepaged/alloc_sleep_millisecs", "1");
   sysfs_setting pages(thp + "khugepaged/pages_to_scan", "65536");
-  {
-    std::ifstream in(thp + "enabled");
-    std::string now;
-    std::getline(in, now);
-    ASSERT_NE(now.find("[always]"), std::string::npos) << "could not set THP to always (not root?): " << now;
-  }
+  ASSERT_EQ(enabled.now(), "always") << "could not set THP to always (not root?)";
   const std::size_t bytes = std::size_t{24} << 20, block = std::size_t{64} << 10;
   auto* p = static_cast<char*>(numaaff::allocate_on_node(bytes, numaaff::current_node()));
   std::memset(p, 0x4c, bytes);
@@ -663,12 +662,7 @@ TEST(MemoryNuma, HugePagesSwitchedOnAfterStartAreSplit) {
   const std::string thp = "/sys/kernel/mm/transparent_hugepage/";
   sysfs_setting enabled(thp + "enabled", "never");
   sysfs_setting defrag(thp + "defrag", "always");
-  {
-    std::ifstream in(thp + "enabled");
-    std::string now;
-    std::getline(in, now);
-    ASSERT_NE(now.find("[never]"), std::string::npos) << "could not set THP to never (not root?): " << now;
-  }
+  ASSERT_EQ(enabled.now(), "never") << "could not set THP to never (not root?)";
   char self[4096] = {};
   ASSERT_GT(readlink("/proc/self/exe", self, sizeof self - 1), 0);
   const std::string child = std::string(self) + " --gtest_also_run_disabled_tests --gtest_brief=1 "
