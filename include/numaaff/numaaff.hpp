@@ -11,6 +11,7 @@
 
 #include "allocator.hpp"
 #include "config.hpp"
+#include "data_access.hpp"
 #include "errors.hpp"
 #include "homenode.hpp"
 #include "memory.hpp"

@@ -19,6 +19,7 @@
  */
 #pragma once
 
+#include "detail/data_directory.hpp"
 #include "detail/kernel_nodes.hpp"
 #include "detail/numa_calls.hpp"
 #include "detail/page_span.hpp"
@@ -246,80 +247,12 @@ inline placement where(const void* addr, std::size_t bytes, std::error_code& ec)
 
 namespace detail {
 
-inline constexpr std::size_t data_node_samples = 16;
-
-/// data_node over a validated span (-1: not resident, not known, or the query failed: `ec`).
-inline node_id sampled_node(const page_span& span, std::error_code& ec) noexcept {
-  if (span.pages == 0) return -1;
-  void* pages[data_node_samples];
-  int status[data_node_samples];
-  const std::size_t n = std::min(data_node_samples, span.pages);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t page = n == 1 ? 0 : i * (span.pages - 1) / (n - 1);
-    pages[i] = reinterpret_cast<void*>(span.first + page * page_size());
-  }
-  const auto q = sys_move_pages(n, pages, nullptr, status, 0);
-  if (!q) {
-    if (!refused(q.error)) report(q, ec);
-    return -1;
-  }
-  node_id best = -1;
-  std::size_t best_count = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (status[i] < 0) continue;
-    std::size_t count = 0;
-    for (std::size_t j = 0; j < n; ++j) count += status[j] == status[i] ? 1 : 0;
-    if (count > best_count || (count == best_count && status[i] < best)) {
-      best = status[i];
-      best_count = count;
-    }
-  }
-  return best;
-}
-
 /**
- * data_node for scheduling hints, cached per thread: an answer is reused for the same
- * (addr, bytes) while numaaff has migrated nothing since (migration_epoch) and for at most
- * data_node_ttl, after which pages the kernel moved on its own are seen again. "Not resident"
- * is never cached (a first touch changes it without a migration). -1 for any failure: a hint
- * is never an error.
+ * data_node for scheduling hints, through the process's data directory (data_directory.hpp):
+ * an answer is reused while numaaff has migrated nothing and for at most its ttl. -1 for any
+ * failure: a hint is never an error.
  */
-inline constexpr std::chrono::milliseconds data_node_ttl{50};
-inline node_id cached_data_node(const void* addr, std::size_t bytes) noexcept {
-  struct entry {
-    const void* addr = nullptr;
-    std::size_t bytes = 0;
-    std::uint64_t epoch = 0;
-    std::chrono::steady_clock::time_point at{};
-    node_id node = -1;
-  };
-  // 32 sets of 4 (5 KiB per thread that gives hints), Fibonacci-hashed: blocks a power of two
-  // apart, the usual case, spread over every set; a miss replaces the set's oldest answer.
-  constexpr std::size_t ways = 4;
-  static thread_local entry cache[32][ways];
-  const std::uint64_t key = (static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(addr)) ^ (bytes << 1)) *
-                            0x9E3779B97F4A7C15ull;
-  entry* set = cache[key >> 59];  // the top 5 bits
-  const std::uint64_t epoch = migration_epoch.load(std::memory_order_acquire);
-  const auto now = std::chrono::steady_clock::now();
-  entry* victim = &set[0];
-  for (std::size_t w = 0; w < ways; ++w) {
-    entry& e = set[w];
-    if (e.addr == addr && e.bytes == bytes) {
-      if (e.node >= 0 && e.epoch == epoch && now - e.at < data_node_ttl) return e.node;
-      victim = &e;
-      break;
-    }
-    if (e.at < victim->at) victim = &e;
-  }
-  entry& e = *victim;
-  page_span span;
-  if (!make_span(addr, bytes, span)) return -1;
-  std::error_code ec;
-  const node_id n = sampled_node(span, ec);
-  e = entry{addr, bytes, epoch, now, n};
-  return n;
-}
+inline node_id cached_data_node(const void* addr, std::size_t bytes) noexcept { return directory.node_of(addr, bytes); }
 
 }  // namespace detail
 

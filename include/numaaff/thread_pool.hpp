@@ -80,6 +80,7 @@
 #include <exception>
 #include <functional>
 #include <future>
+#include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <string>
@@ -247,6 +248,23 @@ class thread_pool {
   auto submit_near(const Range& data, F&& f) {
     return submit_near(std::data(data), std::size(data) * sizeof(*std::data(data)), std::forward<F>(f));
   }
+  /**
+   * Runs `f()` once every task submitted earlier to this pool with accesses that conflict with
+   * `accesses` has finished, in the order the submit calls return, on the node of most of
+   * their bytes (the rules of task_group's dataflow tasks, task_group.hpp). Allocates; never
+   * blocks. @return std::future of f's result (or exception); broken_promise if the task was
+   * discarded (cancel(), or a discarded predecessor).
+   */
+  template <class F>
+  auto submit(std::initializer_list<data_access> accesses, F&& f) {
+    return submit_flow(accesses.begin(), accesses.size(), std::forward<F>(f));
+  }
+  /// The same with accesses built at run time.
+  template <class F>
+  auto submit(const std::vector<data_access>& accesses, F&& f) {
+    return submit_flow(accesses.data(), accesses.size(), std::forward<F>(f));
+  }
+
   /// post() near the range's data (see submit_near).
   template <class F>
   void post_near(const void* addr, std::size_t bytes, F&& f) {
@@ -377,6 +395,16 @@ class thread_pool {
     return fut;
   }
 
+  template <class F>
+  auto submit_flow(const data_access* a, std::size_t n, F&& f) {
+    sched_.check_process("thread_pool::submit");
+    using result = std::invoke_result_t<std::decay_t<F>>;
+    std::packaged_task<result()> job(std::forward<F>(f));
+    std::future<result> fut = job.get_future();
+    flow_.run(detail::to_ranges(a, n), std::move(job));
+    return fut;
+  }
+
   static std::shared_ptr<const topology> topology_of(const thread_pool_options& o);
   static std::vector<node_id> pool_nodes(const thread_pool_options& o, const topology& t);
   detail::scheduler_config config_for(const std::vector<node_id>& nodes) const;
@@ -387,6 +415,7 @@ class thread_pool {
   std::shared_ptr<const topology> topo_;
   std::vector<node_id> node_ids_;
   index_partition partition_;
+  detail::flow_state flow_{sched_, nullptr};  // submits with accesses; outlives sched_'s final wait
   detail::scheduler sched_;  // last: its workers start at its construction
 };
 

@@ -34,6 +34,7 @@ struct group_state {
   std::atomic<bool> failed{false};
   std::exception_ptr error;  // written by the one task that set `failed`, read once pending is 0
   std::atomic<bool> cancelled{false};  // cancel() discarded some of its tasks
+  std::atomic<bool> cancel_requested{false};  // its tasks that have not started are not to run
 
   void capture(std::exception_ptr e) noexcept {
     bool expected = false;
@@ -53,6 +54,7 @@ struct group_state {
   /// `what` names the wait and what was discarded.
   void rethrow(const char* what) {
     const bool discarded = cancelled.exchange(false, std::memory_order_relaxed);
+    cancel_requested.store(false, std::memory_order_relaxed);
     if (std::exception_ptr e = take_error()) std::rethrow_exception(e);
     if (discarded) throw_system_error(std::make_error_code(std::errc::operation_canceled), what);
   }

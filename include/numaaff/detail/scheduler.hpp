@@ -212,7 +212,11 @@ class scheduler {
     return t;
   }
   /// Counts `t` into its group and queues it where it should run; wakes whom the plan says.
+  /// If a queue cannot grow, deletes `t`, counts it out again and throws.
   void enqueue(pool_task* t);
+  /// Queues `t`, already counted into its group (a dataflow task that became ready). If a
+  /// queue cannot grow it throws, leaving `t` and its count to the caller.
+  void queue(pool_task* t);
   /// The node index for work submitted without a homenode (the policy).
   std::size_t policy_node();
   /// The node index for work near data on kernel node `data_node`: that node, else the
@@ -239,6 +243,9 @@ class scheduler {
   void wait_all() { done_.wait_for(done_.all(), false, spin_ns(), [](std::uint64_t) { return false; }); }
   /// Discards every task that has not started. @return how many.
   std::size_t cancel();
+  /// How many cancel() calls have begun: a dataflow task registered before one is discarded
+  /// when it becomes ready (it had not started).
+  std::uint64_t cancel_generation() const noexcept { return cancels_.load(std::memory_order_acquire); }
 
   const steal_plan& plan() const noexcept { return config_.plan; }
   std::size_t index_of(int node) const noexcept { return config_.plan.index_of(node); }
@@ -254,6 +261,8 @@ class scheduler {
   const std::vector<std::unique_ptr<pool_worker>>& workers() const noexcept { return workers_; }
   const pool_node& node_state(std::size_t i) const noexcept { return *nodes_[i]; }
   bool all_workers_bound() const noexcept { return bound_; }
+  /// The pool's nodes are this machine's (not logical nodes of another topology).
+  bool kernel_nodes() const noexcept { return config_.kernel_nodes; }
   const void* owner() const noexcept { return config_.owner; }
   bool is_own_worker() const noexcept { return this_worker.sched == this; }
   /// True in a child forked after the scheduler was made: its workers are the parent's.
@@ -296,6 +305,7 @@ class scheduler {
   const unsigned forks_ = fork_count();  // registers the fork counter, then reads it
   std::atomic<bool> stop_{false};
   std::atomic<std::size_t> round_robin_{0};
+  std::atomic<std::uint64_t> cancels_{0};
   bool bound_ = false;
 };
 
@@ -327,6 +337,7 @@ class group_scope {
     state_.rethrow(what);
   }
   scheduler& sched() const noexcept { return sched_; }
+  group_state& state() noexcept { return state_; }
 
  private:
   scheduler& sched_;
@@ -450,6 +461,20 @@ inline void scheduler::enqueue(pool_task* t) {
   // shared counter per task, not two).
   group_state* const g = t->group;
   done_.started(g);
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+  try {
+#endif
+    queue(t);
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+  } catch (...) {
+    delete t;
+    done_.finish(g);
+    throw;
+  }
+#endif
+}
+
+inline void scheduler::queue(pool_task* t) {
   const std::size_t ni = index_of(t->home);
   const bool bound = t->bound;  // read before queueing: a worker may run and free `t` at once
   pool_node& n = *nodes_[ni];
@@ -469,10 +494,8 @@ inline void scheduler::enqueue(pool_task* t) {
     }
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
   } catch (...) {
-    // A deque or queue that could not grow: the task is not queued, so it is not counted.
-    delete t;
+    // A deque or queue that could not grow: the task is not queued.
     if (counted) n.unfinished.fetch_sub(1, std::memory_order_acq_rel);
-    done_.finish(g);
     throw;
   }
 #endif
@@ -631,15 +654,19 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   const homenode_state saved = thread_home;
   thread_home = {t->home, config_.kernel_nodes};
   group_state* g = t->group;
+  if (g != nullptr && g->cancel_requested.load(std::memory_order_relaxed)) {
+    g->cancelled.store(true, std::memory_order_relaxed);  // task_group::cancel(): not run, and said so
+  } else {
 #if defined(NUMAAFF_NO_EXCEPTIONS)
-  t->execute();
-#else
-  try {
     t->execute();
-  } catch (...) {
-    (g != nullptr ? *g : done_.all()).capture(std::current_exception());
-  }
+#else
+    try {
+      t->execute();
+    } catch (...) {
+      (g != nullptr ? *g : done_.all()).capture(std::current_exception());
+    }
 #endif
+  }
   thread_home = saved;
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
   delete t;
@@ -706,6 +733,7 @@ inline void scheduler::worker_main(pool_worker& w) {
 }
 
 inline std::size_t scheduler::cancel() {
+  cancels_.fetch_add(1, std::memory_order_acq_rel);
   std::size_t dropped = 0;
   for (auto& np : nodes_) {
     pool_node& n = *np;

@@ -1,0 +1,235 @@
+// Dataflow tasks on the scheduler: a task with declared ranges is counted into its group when
+// it is run, waits in the dependence tracker (dependences.hpp) until its predecessors have
+// finished, is then placed by its data (the data directory) and queued like any other task.
+//
+// Release happens in the task's destructor, which every end of a task passes through: after it
+// ran (or threw), and when it is discarded without running (thread_pool::cancel,
+// task_group::cancel, a cancelled predecessor). So nothing that waits on a task is ever left
+// waiting, and a discarded task's dependents are discarded in turn. Releasing can make many
+// tasks ready and discarding one releases more: each thread drains them from an intrusive list
+// (no recursion, no allocation).
+#pragma once
+
+#include "data_directory.hpp"
+#include "dependences.hpp"
+#include "scheduler.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <utility>
+
+namespace numaaff::detail {
+
+/// A task's declared ranges (none empty); up to `inline_count` without an allocation.
+class flow_ranges {
+ public:
+  static constexpr std::size_t inline_count = 3;
+  explicit flow_ranges(std::size_t capacity) {
+    if (capacity > inline_count) {
+      heap_.reset(new dep_range[capacity]);
+      data_ = heap_.get();
+    }
+  }
+  void push(std::uintptr_t begin, std::uintptr_t end, dep_mode mode) noexcept {
+    if (begin != end) data_[size_++] = dep_range{begin, end, mode};
+  }
+  const dep_range* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  flow_ranges(flow_ranges&& o) noexcept : heap_(std::move(o.heap_)), size_(o.size_) {
+    std::copy(o.inline_, o.inline_ + inline_count, inline_);
+    data_ = heap_ ? heap_.get() : inline_;
+  }
+  flow_ranges& operator=(flow_ranges&&) = delete;
+
+ private:
+  dep_range inline_[inline_count];
+  std::unique_ptr<dep_range[]> heap_;
+  dep_range* data_ = inline_;
+  std::size_t size_ = 0;
+};
+
+class flow_state;
+
+/// The part of a dataflow task that does not depend on its callable.
+struct flow_base : pool_task, dep_node {
+  flow_base(flow_ranges r, flow_state& o) noexcept : ranges(std::move(r)), owner(&o) {
+    accesses = ranges.data();
+    count = ranges.size();
+    for (std::size_t i = 0; i < count; ++i) commutative = commutative || accesses[i].mode == dep_mode::commute;
+  }
+  ~flow_base() override;
+  /// After the task's callable returned: what the task taught the directory.
+  void learned() noexcept;
+
+  flow_ranges ranges;
+  flow_state* owner;
+  bool ran = false;               // execute() was entered (a throw counts as ran)
+  std::uint32_t untouched = 0;    // ranges (the first 32) the directory knew no node for
+  std::uint64_t placed_epoch = 0;  // migration_epoch when it was placed
+  std::uint64_t cancel_mark = 0;   // the scheduler's cancel generation when it was run
+};
+
+template <class F>
+struct flow_task final : flow_base {
+  template <class G>
+  flow_task(G&& fn, flow_ranges r, flow_state& o) : flow_base(std::move(r), o), f(std::forward<G>(fn)) {}
+  void execute() override {
+    ran = true;
+    f();
+    learned();
+  }
+  F f;
+};
+
+/**
+ * The dataflow side of one group (a task_group) or of a pool's submits with accesses: its
+ * tracker, and how its ready tasks are placed and queued. Destroyed only once every task it
+ * made has ended (the owner waits first).
+ */
+class flow_state {
+ public:
+  flow_state(scheduler& s, group_state* g) noexcept : sched_(s), group_(g) {}
+  flow_state(const flow_state&) = delete;
+  flow_state& operator=(const flow_state&) = delete;
+
+  /// Makes the task, counts it into the group, registers it; queues it if nothing is before
+  /// it. If copying f or allocating throws, the exception propagates and nothing changed.
+  template <class F>
+  void run(flow_ranges ranges, F&& f) {
+    auto* t = new flow_task<std::decay_t<F>>(std::forward<F>(f), std::move(ranges), *this);
+    t->group = group_;
+    t->home = sched_.plan().node(0);  // until it is placed
+    t->cancel_mark = sched_.cancel_generation();
+    // Counted before it is registered: a predecessor finishing on another thread may queue
+    // and run it at once.
+    sched_.done().started(group_);
+    bool ready = false;
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+    try {
+#endif
+      ready = tracker_.add(*t);
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+    } catch (...) {
+      t->owner = nullptr;  // never registered: nothing to release
+      delete t;
+      sched_.done().finish(group_);  // wait() does not wait for a task that was not made
+      throw;
+    }
+#endif
+    if (ready) on_ready(t);
+  }
+
+  dependence_tracker& tracker() noexcept { return tracker_; }
+
+  /// A node of this state has nothing left to wait for: start it, or discard it if a
+  /// predecessor was discarded. Each thread drains what this makes ready (see the file comment).
+  static void on_ready(dep_node* n) noexcept {
+    n->work_link = ready_list;
+    ready_list = n;
+    if (draining) return;
+    draining = true;
+    while (ready_list != nullptr) {
+      dep_node* x = ready_list;
+      ready_list = x->work_link;
+      x->work_link = nullptr;
+      auto* t = static_cast<flow_base*>(x);
+      t->owner->start(*t);
+    }
+    draining = false;
+  }
+
+ private:
+  friend struct flow_base;
+
+  void start(flow_base& t) noexcept {
+    if (t.cancelled.load(std::memory_order_relaxed) || t.cancel_mark != sched_.cancel_generation()) return discard(t);
+    if (t.commutative && !tracker_.acquire(t)) return;  // an overlapping update runs: it passes t on
+    place(t);
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+    try {
+#endif
+      sched_.queue(&t);
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+    } catch (...) {
+      discard(t);  // a queue that could not grow: reported as discarded, never lost
+    }
+#endif
+  }
+
+  void discard(flow_base& t) noexcept {
+    group_state* g = t.group;
+    if (g != nullptr) g->cancelled.store(true, std::memory_order_relaxed);  // before finish: the group may go
+    delete &t;  // releases its dependents, discarded too
+    sched_.done().finish(g);
+  }
+
+  /// The homenode: the pool node nearest to the node holding the largest share of the declared
+  /// bytes (ranges the directory knows no node for count for nobody); the policy's choice when
+  /// none is known.
+  void place(flow_base& t) noexcept {
+    t.placed_epoch = migration_epoch.load(std::memory_order_acquire);
+    constexpr std::size_t most = 32;
+    std::size_t index[most];
+    std::uint64_t weight[most];
+    std::size_t distinct = 0;
+    for (std::size_t i = 0; i < t.count; ++i) {
+      const dep_range& r = t.accesses[i];
+      const int node = directory.node_of(reinterpret_cast<const void*>(r.begin), r.end - r.begin);
+      const std::size_t ni = sched_.nearest_index(node);
+      if (ni == steal_plan::no_node) {
+        if (i < most && node < 0) t.untouched |= std::uint32_t{1} << i;
+        continue;
+      }
+      std::size_t k = 0;
+      while (k < distinct && index[k] != ni) ++k;
+      if (k == distinct) {
+        if (distinct == most) continue;  // more than 32 nodes among one task's ranges: the first 32 decide
+        index[distinct] = ni;
+        weight[distinct++] = 0;
+      }
+      weight[k] += r.end - r.begin;
+    }
+    std::size_t best = steal_plan::no_node;
+    std::uint64_t best_weight = 0;
+    for (std::size_t k = 0; k < distinct; ++k)
+      if (weight[k] > best_weight) best = index[k], best_weight = weight[k];
+    if (best == steal_plan::no_node) {
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+      try {
+        best = sched_.policy_node();
+      } catch (...) {
+        best = 0;  // the caller's homenode could not be read: the first node, as a hint
+      }
+#else
+      best = sched_.policy_node();
+#endif
+    }
+    t.home = sched_.plan().node(best);
+  }
+
+  static inline thread_local dep_node* ready_list = nullptr;
+  static inline thread_local bool draining = false;
+
+  scheduler& sched_;
+  group_state* group_;
+  dependence_tracker tracker_;
+};
+
+inline flow_base::~flow_base() {
+  if (owner == nullptr) return;  // never registered
+  owner->tracker_.release(*this, !ran, [](dep_node* n) { flow_state::on_ready(n); });
+}
+
+inline void flow_base::learned() noexcept {
+  // Bytes nobody had touched were placed where this task wrote them: the node it ran on.
+  const worker_context& w = this_worker;
+  if (untouched == 0 || w.self == nullptr || !owner->sched_.kernel_nodes()) return;
+  for (std::size_t i = 0; i < count && i < 32; ++i)
+    if ((untouched >> i & 1) != 0 && accesses[i].mode != dep_mode::read)
+      directory.learn(reinterpret_cast<const void*>(accesses[i].begin), accesses[i].end - accesses[i].begin,
+                      w.self->node, placed_epoch);
+}
+
+}  // namespace numaaff::detail
