@@ -18,11 +18,12 @@ namespace numaaff_bench {
 
 /// "numerator / denominator: at least (or at most) target" on a per-item rate, a wall time or
 /// a CPU time (the process's for benchmarks registered with MeasureProcessCPUTime(), else the
-/// benchmark thread's).
+/// benchmark thread's); or, for extra_ns_per_item, "numerator's time per item minus the
+/// denominator's, in ns: at most target" (what one runtime adds to another's per-item cost).
 struct ratio {
   std::string numerator;
   std::string denominator;
-  enum class measure { rate, time, cpu_time } what;
+  enum class measure { rate, time, cpu_time, extra_ns_per_item } what;
   double target;  // for rate: numerator/denominator >= target; for time and cpu_time: <= target
   std::string label;
 };
@@ -50,9 +51,17 @@ class collecting_reporter : public benchmark::ConsoleReporter {
     std::printf("\nratios (same run):\n");
     int missed = 0;
     for (const ratio& q : ratios) {
-      const auto& table = q.what == ratio::measure::rate ? rate_ : q.what == ratio::measure::time ? time_ : cpu_;
+      const bool per_item = q.what == ratio::measure::extra_ns_per_item;
+      const auto& table = q.what == ratio::measure::rate || per_item ? rate_ : q.what == ratio::measure::time ? time_ : cpu_;
       const auto a = table.find(q.numerator), b = table.find(q.denominator);
-      if (a == table.end() || b == table.end() || b->second == 0.0) continue;  // filtered out
+      if (a == table.end() || b == table.end() || b->second == 0.0 || a->second == 0.0) continue;  // filtered out
+      if (per_item) {
+        const double extra = 1e9 / a->second - 1e9 / b->second;
+        const bool ok = extra <= q.target;
+        missed += ok ? 0 : 1;
+        std::printf("  %-58s %7.0fns  target <= %.0fns  %s\n", q.label.c_str(), extra, q.target, ok ? "met" : "MISSED");
+        continue;
+      }
       const double v = a->second / b->second;
       const bool ok = q.what == ratio::measure::rate ? v >= q.target : v <= q.target;
       missed += ok ? 0 : 1;

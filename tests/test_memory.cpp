@@ -327,18 +327,22 @@ TEST(DataNode, TheNodeOfMostSampledPagesOrMinusOne) {
   }
 }
 
-// The scheduling hint's cache: a repeated hint makes no query while numaaff migrates nothing,
-// and any migration (here a moving bind of another range) makes the next hint ask again.
+// The scheduling hints' data directory: it remembers pages, so a repeated hint, or a hint on
+// another range over the same pages, makes no query while numaaff migrates nothing; pages it
+// has not seen are asked; and any migration (here a moving bind of another range) makes the
+// next hint ask again.
 TEST(DataNode, HintsAreCachedUntilNumaaffMigratesSomething) {
   if (numaaff_test::in_numa_sandbox()) GTEST_SKIP() << "the sandbox denies every page query: nothing to cache";
-  mapping m(16), other(4);
+  mapping m(16), other(4), unseen(4);
   m.touch();
   other.touch();
+  unseen.touch();
   EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), home());
   {
     scoped_failure fail(sys::move_pages, EIO);  // a query now would fail: -1
-    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), home());  // cached
-    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes - 1), -1);  // another range: asked
+    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), home());  // known pages
+    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes - 1), home());  // the same pages
+    EXPECT_EQ(numaaff::detail::cached_data_node(unseen.p, unseen.bytes), -1);  // pages not seen: asked
   }
   numaaff::bind(other.p, other.bytes, home(), numaaff::policy_options{true, true});  // a migration (MPOL_MF_MOVE)
   {

@@ -1,19 +1,21 @@
 // Where data lives, cheaply: the node of a byte range for scheduling (submit_near, run_near and
 // the placement of dataflow tasks), without a page query per task.
 //
-// The directory remembers answers per range (address and size), shared by every thread, and
+// The directory remembers the node of pages, shared by every thread. A range is judged by up
+// to 16 pages sampled evenly over it (a small range: all its pages); the samples the directory
+// does not know are asked in one page query, and the range's node is the one most samples are
+// on. Tasks on small tiles share pages, so most of them find every sample known. It also
 // learns from execution: a dataflow task that wrote bytes nobody had touched placed them on
 // the node it ran on (first touch), so later readers of those bytes follow it with no query.
-// An answer is trusted while numaaff has migrated nothing since (migration_epoch: move_to,
+// A page's node is trusted while numaaff has migrated nothing since (migration_epoch: move_to,
 // place_blocks, next touch and every moving bind count) and for at most `ttl`, after which it
-// is verified by a sampled query (pages the kernel moved on its own are seen again). "Not
-// resident" is never remembered: a first touch changes it without a migration.
+// is asked again (pages the kernel moved on its own are seen again). "Not resident" is never
+// remembered: a first touch changes it without a migration.
 //
-// A fixed table of 256 sets of 4 ranges (Fibonacci-hashed, so blocks a power of two apart
-// spread over every set; a miss replaces the set's oldest answer), each set under its own spin
-// lock held for a few loads and stores; no allocation, so it is safe anywhere but in a signal
-// handler. Built at static initialisation (no first-use guard a forked child could inherit
-// locked).
+// A fixed table of 1024 sets of 4 pages (Fibonacci-hashed; a miss replaces the set's oldest
+// page), each set under its own spin lock held for a few loads and stores; no allocation, so
+// it is safe anywhere but in a signal handler. Built at static initialisation (no first-use
+// guard a forked child could inherit locked).
 #pragma once
 
 #include "numa_calls.hpp"
@@ -33,22 +35,14 @@ namespace numaaff::detail {
 
 inline constexpr std::size_t data_node_samples = 16;
 
-/// The node most of `span`'s sampled pages are on (-1: none resident, not known, or the query
-/// failed: `ec`; a refused query is not an error).
-inline int sampled_node(const page_span& span, std::error_code& ec) noexcept {
-  if (span.pages == 0) return -1;
-  void* pages[data_node_samples];
-  int status[data_node_samples];
-  const std::size_t n = std::min(data_node_samples, span.pages);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::size_t page = n == 1 ? 0 : i * (span.pages - 1) / (n - 1);
-    pages[i] = reinterpret_cast<void*>(span.first + page * page_size());
-  }
-  const auto q = sys_move_pages(n, pages, nullptr, status, 0);
-  if (!q) {
-    if (!refused(q.error)) report(q, ec);
-    return -1;
-  }
+/// Page i of n sampled evenly over `span` (n <= span.pages; the first and the last included).
+inline std::uintptr_t sample_page(const page_span& span, std::size_t i, std::size_t n) noexcept {
+  const std::size_t page = n == 1 ? 0 : i * (span.pages - 1) / (n - 1);
+  return span.first + page * page_size();
+}
+
+/// The most common node among page statuses (ties: the lowest), -1 if none is a node.
+inline int majority_node(const int* status, std::size_t n) noexcept {
   int best = -1;
   std::size_t best_count = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -63,44 +57,73 @@ inline int sampled_node(const page_span& span, std::error_code& ec) noexcept {
   return best;
 }
 
+/// The node most of `span`'s sampled pages are on, asked of the kernel (-1: none resident, not
+/// known, or the query failed: `ec`; a refused query is not an error).
+inline int sampled_node(const page_span& span, std::error_code& ec) noexcept {
+  if (span.pages == 0) return -1;
+  void* pages[data_node_samples];
+  int status[data_node_samples];
+  const std::size_t n = std::min(data_node_samples, span.pages);
+  for (std::size_t i = 0; i < n; ++i) pages[i] = reinterpret_cast<void*>(sample_page(span, i, n));
+  const auto q = sys_move_pages(n, pages, nullptr, status, 0);
+  if (!q) {
+    if (!refused(q.error)) report(q, ec);
+    return -1;
+  }
+  return majority_node(status, n);
+}
+
 class data_directory {
  public:
   static constexpr std::chrono::milliseconds ttl{50};
 
-  /// The kernel node holding most of [addr, addr + bytes), -1 if not resident or not known (a
-  /// hint is never an error: a failed or refused query is -1 too).
+  /// The kernel node most of [addr, addr + bytes)'s sampled pages are on, -1 if none is
+  /// resident or known (a hint is never an error: a failed or refused query is -1 too).
   int node_of(const void* addr, std::size_t bytes) noexcept {
-    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
-    set& s = set_of(a, bytes);
+    page_span span;
+    if (!make_span(addr, bytes, span) || span.pages == 0) return -1;
     const std::uint64_t epoch = migration_epoch.load(std::memory_order_acquire);
     const std::uint64_t now = monotonic_ns();
-    {
-      std::lock_guard<spin_lock> lock(s.lock);
-      for (const entry& e : s.ways)
-        if (e.addr == a && e.bytes == bytes && e.node >= 0 && e.epoch == epoch && now - e.at < ttl_ns) return e.node;
+    const std::size_t n = std::min(data_node_samples, span.pages);
+    int status[data_node_samples];
+    void* ask[data_node_samples];
+    std::size_t asked_at[data_node_samples];
+    std::size_t misses = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uintptr_t page = sample_page(span, i, n);
+      status[i] = find(page, epoch, now);
+      if (status[i] < 0) {
+        ask[misses] = reinterpret_cast<void*>(page);
+        asked_at[misses++] = i;
+      }
     }
-    page_span span;
-    if (!make_span(addr, bytes, span)) return -1;
-    std::error_code ec;
-    const int n = sampled_node(span, ec);
-    if (n >= 0) store(s, a, bytes, epoch, now, n);
-    return n;
+    if (misses != 0) {
+      int got[data_node_samples];
+      if (!sys_move_pages(misses, ask, nullptr, got, 0)) return majority_node(status, n);
+      for (std::size_t k = 0; k < misses; ++k) {
+        status[asked_at[k]] = got[k];
+        if (got[k] >= 0) store(reinterpret_cast<std::uintptr_t>(ask[k]), epoch, now, got[k]);
+      }
+    }
+    return majority_node(status, n);
   }
 
   /// Remembers that [addr, addr + bytes) is on `node` as of migration epoch `epoch` (read
-  /// before the bytes were placed: a migration since then makes the answer stale).
+  /// before the bytes were placed: a migration since then makes the answer stale); the pages
+  /// node_of samples for this range.
   void learn(const void* addr, std::size_t bytes, int node, std::uint64_t epoch) noexcept {
-    if (node < 0 || bytes == 0) return;
-    const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(addr);
-    store(set_of(a, bytes), a, bytes, epoch, monotonic_ns(), node);
+    page_span span;
+    if (node < 0 || !make_span(addr, bytes, span) || span.pages == 0) return;
+    const std::uint64_t now = monotonic_ns();
+    const std::size_t n = std::min(data_node_samples, span.pages);
+    for (std::size_t i = 0; i < n; ++i) store(sample_page(span, i, n), epoch, now, node);
   }
 
  private:
   static constexpr std::uint64_t ttl_ns = static_cast<std::uint64_t>(std::chrono::nanoseconds(ttl).count());
   static constexpr std::size_t ways_per_set = 4;
   struct entry {
-    std::uintptr_t addr = 0;
-    std::size_t bytes = 0;
+    std::uintptr_t page = 0;
     std::uint64_t epoch = 0;
     std::uint64_t at = 0;
     int node = -1;
@@ -110,24 +133,32 @@ class data_directory {
     entry ways[ways_per_set];
   };
 
-  set& set_of(std::uintptr_t a, std::size_t bytes) noexcept {
-    const std::uint64_t key = (static_cast<std::uint64_t>(a) ^ (static_cast<std::uint64_t>(bytes) << 1)) * 0x9E3779B97F4A7C15ull;
-    return sets_[key >> 56];  // the top 8 bits
+  set& set_of(std::uintptr_t page) noexcept {
+    const std::uint64_t key = static_cast<std::uint64_t>(page / page_size()) * 0x9E3779B97F4A7C15ull;
+    return sets_[key >> 54];  // the top 10 bits
   }
-  static void store(set& s, std::uintptr_t a, std::size_t bytes, std::uint64_t epoch, std::uint64_t now, int node) noexcept {
+  int find(std::uintptr_t page, std::uint64_t epoch, std::uint64_t now) noexcept {
+    set& s = set_of(page);
+    std::lock_guard<spin_lock> lock(s.lock);
+    for (const entry& e : s.ways)
+      if (e.page == page && e.node >= 0 && e.epoch == epoch && now - e.at < ttl_ns) return e.node;
+    return -1;
+  }
+  void store(std::uintptr_t page, std::uint64_t epoch, std::uint64_t now, int node) noexcept {
+    set& s = set_of(page);
     std::lock_guard<spin_lock> lock(s.lock);
     entry* victim = &s.ways[0];
     for (entry& e : s.ways) {
-      if (e.addr == a && e.bytes == bytes) {
+      if (e.page == page) {
         victim = &e;
         break;
       }
       if (e.at < victim->at) victim = &e;
     }
-    *victim = entry{a, bytes, epoch, now, node};
+    *victim = entry{page, epoch, now, node};
   }
 
-  set sets_[256];
+  set sets_[1024];
 };
 
 /// The process's directory.

@@ -26,7 +26,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <new>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -43,6 +45,79 @@ struct dep_range {
   bool empty() const noexcept { return begin == end; }
 };
 
+struct dep_node;
+
+/// A list of tasks, the first `inline_count` without an allocation (most lists of a segment
+/// hold one or two tasks, most tasks have one or two successors). reserve() may throw;
+/// push_back() within the room reserved cannot.
+class task_list {
+ public:
+  static constexpr std::size_t inline_count = 2;
+  task_list() noexcept = default;
+  task_list(const task_list& o) : task_list() {
+    reserve(o.capacity_);  // the room reserved for a registration, kept by a segment's cut
+    std::copy(o.begin(), o.end(), data_);
+    size_ = o.size_;
+  }
+  task_list& operator=(const task_list&) = delete;
+  ~task_list() {
+    if (data_ != inline_) delete[] data_;
+  }
+  void reserve(std::size_t n) {
+    if (n <= capacity_) return;
+    const std::size_t cap = std::max(n, 2 * capacity_);
+    auto* d = new dep_node*[cap];
+    std::copy(begin(), end(), d);
+    if (data_ != inline_) delete[] data_;
+    data_ = d;
+    capacity_ = cap;
+  }
+  void make_room(std::size_t extra) { reserve(size_ + extra); }
+  void push_back(dep_node* n) noexcept { data_[size_++] = n; }
+  void clear() noexcept { size_ = 0; }
+  /// Adds `n` unless it is the last one added (a task naming the same bytes twice).
+  void push_once(dep_node* n) noexcept {
+    if (size_ == 0 || data_[size_ - 1] != n) data_[size_++] = n;
+  }
+  /// Removes `n` (present at most once: see push_once); the order is not kept. Tasks finish
+  /// roughly in the order they came, so it is usually found near the front.
+  void remove(const dep_node* n) noexcept {
+    for (std::size_t i = 0; i < size_; ++i)
+      if (data_[i] == n) {
+        data_[i] = data_[--size_];
+        return;
+      }
+  }
+  /// Moves the contents into `to` (an empty list that never grew), leaving this list empty.
+  void take(task_list& to) noexcept {
+    if (data_ == inline_) {
+      std::copy(inline_, inline_ + size_, to.inline_);
+    } else {
+      to.data_ = data_;
+      to.capacity_ = capacity_;
+      data_ = inline_;
+      capacity_ = inline_count;
+    }
+    to.size_ = size_;
+    size_ = 0;
+  }
+  /// Removes every `n` (a commutative set's `before` may name a task that both wrote and read).
+  void remove_all(const dep_node* n) noexcept {
+    size_ = static_cast<std::size_t>(std::remove(begin(), end(), n) - begin());
+  }
+  bool empty() const noexcept { return size_ == 0; }
+  std::size_t size() const noexcept { return size_; }
+  dep_node* back() const noexcept { return data_[size_ - 1]; }
+  dep_node** begin() const noexcept { return data_; }
+  dep_node** end() const noexcept { return data_ + size_; }
+
+ private:
+  dep_node* inline_[inline_count] = {};
+  dep_node** data_ = inline_;
+  std::size_t size_ = 0;
+  std::size_t capacity_ = inline_count;
+};
+
 /// A task's place in the dependence graph (embedded in the task; see dataflow.hpp).
 struct dep_node {
   /// Predecessors not yet finished, plus one while the task is being registered.
@@ -53,7 +128,7 @@ struct dep_node {
   std::size_t count = 0;
   bool commutative = false;           // holds a commutative access
   bool holding = false;               // a commutative updater admitted to run (under the lock)
-  std::vector<dep_node*> successors;  // under the tracker's lock
+  task_list successors;               // under the tracker's lock
   dep_node* comm_link = nullptr;      // in the tracker's running or parked commutative list
   dep_node* work_link = nullptr;      // in a thread's list of ready nodes (dataflow.hpp)
 };
@@ -62,6 +137,56 @@ struct dep_node {
 inline bool overlaps(const dep_range& a, const dep_range& b) noexcept {
   return a.begin < b.end && b.begin < a.end;
 }
+
+/// Map nodes recycled by one tracker, under its lock: a segment is made and erased for most
+/// tasks, and the allocator's own locks and bookkeeping cost more than the segment.
+class node_pool {
+ public:
+  node_pool() = default;
+  node_pool(const node_pool&) = delete;
+  node_pool& operator=(const node_pool&) = delete;
+  ~node_pool() {
+    while (free_ != nullptr) {
+      void* next = *static_cast<void**>(free_);
+      ::operator delete(free_);
+      free_ = next;
+    }
+  }
+  void* take(std::size_t bytes) {
+    if (free_ == nullptr) return ::operator new(std::max(bytes, sizeof(void*)));
+    void* p = free_;
+    free_ = *static_cast<void**>(p);
+    return p;
+  }
+  void give(void* p) noexcept {
+    *static_cast<void**>(p) = free_;
+    free_ = p;
+  }
+
+ private:
+  void* free_ = nullptr;
+};
+
+/// A std::map allocator over a node_pool (the map allocates only its nodes, one at a time).
+template <class T>
+struct pool_allocator {
+  using value_type = T;
+  node_pool* pool;
+  explicit pool_allocator(node_pool* p) noexcept : pool(p) {}
+  template <class U>
+  pool_allocator(const pool_allocator<U>& o) noexcept : pool(o.pool) {}
+  T* allocate(std::size_t n) {
+    return n == 1 ? static_cast<T*>(pool->take(sizeof(T))) : static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    if (n == 1) pool->give(p);
+    else ::operator delete(p);
+  }
+  template <class U>
+  bool operator==(const pool_allocator<U>& o) const noexcept { return pool == o.pool; }
+  template <class U>
+  bool operator!=(const pool_allocator<U>& o) const noexcept { return pool != o.pool; }
+};
 
 class dependence_tracker {
  public:
@@ -87,12 +212,12 @@ class dependence_tracker {
    */
   template <class Ready>
   void release(dep_node& n, bool discarded, Ready&& ready) noexcept {
-    std::vector<dep_node*> successors;
+    task_list successors;
     dep_node* freed = nullptr;
     {
       std::lock_guard<spin_lock> lock(lock_);
       for (std::size_t i = 0; i < n.count; ++i) leave(n, n.accesses[i]);
-      successors.swap(n.successors);
+      n.successors.take(successors);
       if (n.commutative) freed = finish_commutative(n);
     }
     for (dep_node* s : successors) {
@@ -131,16 +256,12 @@ class dependence_tracker {
  private:
   struct segment {
     std::uintptr_t end = 0;
-    std::vector<dep_node*> writers, readers, before;
+    task_list writers, readers, before;
     bool commutative_set = false;  // writers are an open commutative set
     bool empty() const noexcept { return writers.empty() && readers.empty() && before.empty(); }
   };
-  using map_type = std::map<std::uintptr_t, segment>;
-
-  template <class V>
-  static void make_room(V& v, std::size_t extra) {
-    if (v.capacity() - v.size() < extra) v.reserve(std::max(v.size() + extra, 2 * v.capacity()));
-  }
+  using map_type = std::map<std::uintptr_t, segment, std::less<std::uintptr_t>,
+                           pool_allocator<std::pair<const std::uintptr_t, segment>>>;
 
   /// The segment holding `at` cut in two at `at` (no-op when a segment starts there).
   void cut_at(std::uintptr_t at) {
@@ -169,12 +290,16 @@ class dependence_tracker {
           s.end = it == map_.end() ? a.end : std::min(a.end, it->first);
           it = map_.emplace_hint(it, at, std::move(s));
         }
+        // Room for what link() adds: this task in the list its mode grows (k: the task may
+        // name the bytes k times), and one successor in each task it may wait for.
         segment& s = it->second;
-        make_room(s.writers, k);
-        make_room(s.readers, k);
-        make_room(s.before, s.writers.size() + s.readers.size() + k);
-        for (auto* list : {&s.writers, &s.readers, &s.before})
-          for (dep_node* p : *list) make_room(p->successors, k);
+        if (a.mode == dep_mode::read) s.readers.make_room(k);
+        else s.writers.make_room(k);
+        if (a.mode == dep_mode::commute) s.before.make_room(s.writers.size() + s.readers.size() + k);
+        for (dep_node* p : s.writers) p->successors.make_room(1);
+        if (a.mode != dep_mode::read)
+          for (task_list* list : {&s.readers, &s.before})
+            for (dep_node* p : *list) p->successors.make_room(1);
         at = s.end;
         ++it;
       }
@@ -195,7 +320,7 @@ class dependence_tracker {
       switch (a.mode) {
         case dep_mode::read:
           for (dep_node* w : s.writers) edge(*w, n);
-          s.readers.push_back(&n);
+          s.readers.push_once(&n);
           break;
         case dep_mode::write:
           for (dep_node* w : s.writers) edge(*w, n);
@@ -209,14 +334,14 @@ class dependence_tracker {
         case dep_mode::commute:
           if (!(s.commutative_set && s.readers.empty())) {  // open a new set after what is there
             s.before.clear();
-            s.before.insert(s.before.end(), s.writers.begin(), s.writers.end());
-            s.before.insert(s.before.end(), s.readers.begin(), s.readers.end());
+            for (dep_node* w : s.writers) s.before.push_back(w);
+            for (dep_node* r : s.readers) s.before.push_back(r);
             s.writers.clear();
             s.readers.clear();
             s.commutative_set = true;
           }
           for (dep_node* b : s.before) edge(*b, n);
-          s.writers.push_back(&n);
+          s.writers.push_once(&n);
           break;
       }
     }
@@ -231,7 +356,9 @@ class dependence_tracker {
         ++it;
         continue;
       }
-      for (auto* list : {&s.writers, &s.readers, &s.before}) list->erase(std::remove(list->begin(), list->end(), &n), list->end());
+      s.writers.remove(&n);
+      s.readers.remove(&n);
+      s.before.remove_all(&n);
       it = s.empty() ? map_.erase(it) : std::next(it);
     }
   }
@@ -285,7 +412,8 @@ class dependence_tracker {
   }
 
   mutable spin_lock lock_;
-  map_type map_;
+  node_pool pool_;  // before map_: it outlives the map's nodes
+  map_type map_{map_type::key_compare(), map_type::allocator_type(&pool_)};
   dep_node* running_ = nullptr;  // commutative updaters holding their bytes
   dep_node* parked_ = nullptr;   // ready ones waiting for them
 };
