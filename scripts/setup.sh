@@ -18,6 +18,8 @@ packages=(
     openmpi-bin libopenmpi-dev
     # the emulated NUMA VM (tests/vm): qemu, a static busybox, kernel unpacking
     qemu-system-x86 busybox-static lz4 zstd xz-utils binutils apt-utils
+    # the tiled Cholesky example's tile kernels (OpenBLAS and LAPACKE)
+    libopenblas-dev liblapacke-dev
     # the plots of benchmarks/README.md (benchmarks/plot.sh)
     gnuplot-nox
 )
