@@ -121,6 +121,7 @@ smoke=(--benchmark_min_time=0.01 --benchmark_color=false)
 "$bench/bench_memory" "${smoke[@]}" --benchmark_filter='16384' >/dev/null
 "$bench/bench_next_touch" "${smoke[@]}" --benchmark_filter='/1/' >/dev/null
 "$bench/bench_thread_pool" "${smoke[@]}" >/dev/null
+"$bench/bench_dataflow" "${smoke[@]}" >/dev/null
 LD_PRELOAD="$b/gcc-17/libnumaaff_ioguard.so" "$bench/bench_io_guard" "${smoke[@]}" >/dev/null
 "$root/tests/vm/numaaff-vm" --add "$bench/bench_memory" --add "$bench/bench_next_touch" --add "$bench/bench_thread_pool" -- sh -c \
     "bench_memory ${smoke[*]} --benchmark_filter='move.*/4096/' >/dev/null && bench_next_touch ${smoke[*]} --benchmark_filter='/1/' >/dev/null && bench_thread_pool ${smoke[*]} --benchmark_filter='fork_join|fib' >/dev/null && echo 'benchmarks ran in the 4-node VM'"
