@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <future>
@@ -459,6 +460,28 @@ TEST(DataflowPlacement, ATaskKnowsItsHomenode) {
   g.run({inout(tile)}, [&] { home = numaaff::this_homenode(); });
   g.wait();
   EXPECT_EQ(home, pool.nodes().front());
+}
+
+// run() from several threads at once on a fresh group: the tasks are still ordered.
+TEST(DataflowOrder, ConcurrentRunsOnAFreshGroupAreOrdered) {
+  thread_pool pool(workers(2));
+  long x = 0;
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  auto body = [&] {
+    if (inside.fetch_add(1) != 0) overlapped = true;
+    for (int i = 0; i < 100; ++i) x = x + 1;
+    inside.fetch_sub(1);
+  };
+  for (int round = 0; round < 300; ++round) {
+    task_group g(pool);
+    std::thread other([&] { g.run({inout(&x, sizeof x)}, body); });
+    g.run({inout(&x, sizeof x)}, body);
+    other.join();
+    g.wait();
+  }
+  EXPECT_FALSE(overlapped.load());
+  EXPECT_EQ(x, 300 * 2 * 100);
 }
 
 // ---- memory ---------------------------------------------------------------------------

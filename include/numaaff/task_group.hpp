@@ -58,7 +58,6 @@
 #include "topology.hpp"
 
 #include <initializer_list>
-#include <memory>
 #include <utility>
 #include <vector>
 
@@ -94,7 +93,10 @@ inline flow_ranges to_ranges(const data_access* a, std::size_t n) {
 /// A fork-join group of tasks on a thread_pool (see the file comment).
 class task_group {
  public:
-  explicit task_group(thread_pool& pool) noexcept : scope_(detail::scheduler_of(pool)) {}
+  explicit task_group(thread_pool& pool) noexcept
+      : flow_(detail::scheduler_of(pool), nullptr), scope_(detail::scheduler_of(pool)) {
+    flow_.set_group(&scope_.state());
+  }
   task_group(const task_group&) = delete;
   task_group& operator=(const task_group&) = delete;
 
@@ -129,7 +131,8 @@ class task_group {
    * Runs `f()` once every task run earlier in this group whose accesses conflict with
    * `accesses` has finished (see the file comment), on the node of most of their bytes.
    * If copying `f` or allocating throws, the exception propagates and the group and its order
-   * are as before the call.
+   * are as before the call. A task whose queue cannot grow when it becomes ready is discarded
+   * with its dependents (wait() reports operation_canceled), never lost.
    */
   template <class F>
   void run(std::initializer_list<data_access> accesses, F&& f) {
@@ -141,14 +144,15 @@ class task_group {
     run_flow(accesses.data(), accesses.size(), std::forward<F>(f));
   }
   /// Discards the group's tasks that have not started, including dataflow tasks still waiting
-  /// for their predecessors and tasks run before the next wait(); running ones finish. wait()
-  /// then throws std::system_error with std::errc::operation_canceled (unless a task threw).
-  /// Thread-safe; never blocks.
+  /// for their predecessors and tasks run before the next wait(); running ones finish. If any
+  /// was discarded, wait() then throws std::system_error with std::errc::operation_canceled
+  /// (unless a task threw: that exception instead). Thread-safe; never blocks.
   void cancel() noexcept { scope_.state().cancel_requested.store(true, std::memory_order_relaxed); }
 
   /// Helps until every task of the group has finished; rethrows the first exception.
   /// @throws std::system_error with std::errc::operation_canceled if, with no task throwing,
-  /// thread_pool::cancel() discarded some of the group's tasks. Either way the group is then
+  /// cancel() or thread_pool::cancel() discarded some of the group's tasks (or a discarded
+  /// predecessor discarded its dependents). Either way the group is then
   /// empty and may be reused.
   void wait() {
     scope_.sched().check_process("task_group::wait");
@@ -158,13 +162,13 @@ class task_group {
  private:
   template <class F>
   void run_flow(const data_access* a, std::size_t n, F&& f) {
-    detail::scheduler& s = scope_.sched();
-    s.check_process("task_group::run");
-    if (!flow_) flow_ = std::make_unique<detail::flow_state>(s, &scope_.state());
-    flow_->run(detail::to_ranges(a, n), std::forward<F>(f));
+    scope_.sched().check_process("task_group::run");
+    flow_.run(detail::to_ranges(a, n), std::forward<F>(f));
   }
 
-  std::unique_ptr<detail::flow_state> flow_;  // before scope_: it outlives the wait in scope_'s destructor
+  // Made with the group (run() may come from several threads at once; an empty tracker
+  // allocates nothing); before scope_: it outlives the wait in scope_'s destructor.
+  detail::flow_state flow_;
   detail::group_scope scope_;
 };
 

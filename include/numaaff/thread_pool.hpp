@@ -299,7 +299,9 @@ class thread_pool {
    * reported where its result was expected: a submit() future holds
    * std::future_errc::broken_promise; the wait() of its task_group, and parallel_for and
    * for_each_node, throw std::system_error with std::errc::operation_canceled (unless a task
-   * of theirs threw first: that exception is rethrown instead). @return how many were discarded.
+   * of theirs threw first: that exception is rethrown instead). Dataflow tasks still waiting
+   * for predecessors, and dependents of discarded tasks, are discarded when they become ready.
+   * @return how many queued tasks were discarded (the waiting ones are not counted).
    */
   std::size_t cancel();
 

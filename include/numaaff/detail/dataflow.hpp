@@ -91,6 +91,8 @@ struct flow_task final : flow_base {
 class flow_state {
  public:
   flow_state(scheduler& s, group_state* g) noexcept : sched_(s), group_(g) {}
+  /// The group its tasks count into, for an owner that makes its group after this state.
+  void set_group(group_state* g) noexcept { group_ = g; }
   flow_state(const flow_state&) = delete;
   flow_state& operator=(const flow_state&) = delete;
 
@@ -225,7 +227,8 @@ inline flow_base::~flow_base() {
 inline void flow_base::learned() noexcept {
   // Bytes nobody had touched were placed where this task wrote them: the node it ran on.
   const worker_context& w = this_worker;
-  if (untouched == 0 || w.self == nullptr || !owner->sched_.kernel_nodes()) return;
+  // Only where workers are pinned: an unbound worker's node is not where its writes went.
+  if (untouched == 0 || w.self == nullptr || !owner->sched_.kernel_nodes() || !owner->sched_.all_workers_bound()) return;
   for (std::size_t i = 0; i < count && i < 32; ++i)
     if ((untouched >> i & 1) != 0 && accesses[i].mode != dep_mode::read)
       directory.learn(reinterpret_cast<const void*>(accesses[i].begin), accesses[i].end - accesses[i].begin,

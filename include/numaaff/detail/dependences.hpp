@@ -48,73 +48,95 @@ struct dep_range {
 struct dep_node;
 
 /// A list of tasks, the first `inline_count` without an allocation (most lists of a segment
-/// hold one or two tasks, most tasks have one or two successors). reserve() may throw;
-/// push_back() within the room reserved cannot.
+/// hold one or two tasks, most tasks have one or two successors). make_room() may throw;
+/// push_back() within the room made cannot. Removal is O(1) for the oldest entry (readers
+/// usually finish in the order they came), else it scans and moves the last entry into the gap.
 class task_list {
  public:
   static constexpr std::size_t inline_count = 2;
   task_list() noexcept = default;
   task_list(const task_list& o) : task_list() {
-    reserve(o.capacity_);  // the room reserved for a registration, kept by a segment's cut
+    reserve(o.capacity_);  // the room made for a registration, kept by a segment's cut
     std::copy(o.begin(), o.end(), data_);
-    size_ = o.size_;
+    end_ = o.size();
   }
   task_list& operator=(const task_list&) = delete;
   ~task_list() {
     if (data_ != inline_) delete[] data_;
   }
-  void reserve(std::size_t n) {
-    if (n <= capacity_) return;
-    const std::size_t cap = std::max(n, 2 * capacity_);
-    auto* d = new dep_node*[cap];
-    std::copy(begin(), end(), d);
-    if (data_ != inline_) delete[] data_;
-    data_ = d;
-    capacity_ = cap;
+  /// Room for `extra` more push_back() calls.
+  void make_room(std::size_t extra) {
+    if (capacity_ - end_ >= extra) return;
+    if (head_ != 0 && capacity_ - size() >= extra) {  // compacting is enough
+      std::copy(begin(), end(), data_);
+      end_ = size();
+      head_ = 0;
+      return;
+    }
+    reserve(size() + extra);
   }
-  void make_room(std::size_t extra) { reserve(size_ + extra); }
-  void push_back(dep_node* n) noexcept { data_[size_++] = n; }
-  void clear() noexcept { size_ = 0; }
+  void push_back(dep_node* n) noexcept { data_[end_++] = n; }
   /// Adds `n` unless it is the last one added (a task naming the same bytes twice).
   void push_once(dep_node* n) noexcept {
-    if (size_ == 0 || data_[size_ - 1] != n) data_[size_++] = n;
+    if (empty() || data_[end_ - 1] != n) data_[end_++] = n;
   }
-  /// Removes `n` (present at most once: see push_once); the order is not kept. Tasks finish
-  /// roughly in the order they came, so it is usually found near the front.
+  void clear() noexcept { head_ = end_ = 0; }
+  /// Removes `n` (present at most once: see push_once); the order is not kept.
   void remove(const dep_node* n) noexcept {
-    for (std::size_t i = 0; i < size_; ++i)
+    if (empty()) return;
+    if (data_[head_] == n) {
+      if (++head_ == end_) head_ = end_ = 0;
+      return;
+    }
+    for (std::size_t i = head_ + 1; i < end_; ++i)
       if (data_[i] == n) {
-        data_[i] = data_[--size_];
+        data_[i] = data_[--end_];
         return;
       }
+  }
+  /// Removes every `n` (a commutative set's `before` may name a task that both wrote and read).
+  void remove_all(const dep_node* n) noexcept {
+    dep_node** last = std::remove(begin(), end(), n);
+    end_ = static_cast<std::size_t>(last - data_);
+    if (head_ == end_) head_ = end_ = 0;
   }
   /// Moves the contents into `to` (an empty list that never grew), leaving this list empty.
   void take(task_list& to) noexcept {
     if (data_ == inline_) {
-      std::copy(inline_, inline_ + size_, to.inline_);
+      std::copy(begin(), end(), to.inline_);
+      to.end_ = size();
     } else {
       to.data_ = data_;
       to.capacity_ = capacity_;
+      to.head_ = head_;
+      to.end_ = end_;
       data_ = inline_;
       capacity_ = inline_count;
     }
-    to.size_ = size_;
-    size_ = 0;
+    head_ = end_ = 0;
   }
-  /// Removes every `n` (a commutative set's `before` may name a task that both wrote and read).
-  void remove_all(const dep_node* n) noexcept {
-    size_ = static_cast<std::size_t>(std::remove(begin(), end(), n) - begin());
-  }
-  bool empty() const noexcept { return size_ == 0; }
-  std::size_t size() const noexcept { return size_; }
-  dep_node* back() const noexcept { return data_[size_ - 1]; }
-  dep_node** begin() const noexcept { return data_; }
-  dep_node** end() const noexcept { return data_ + size_; }
+  bool empty() const noexcept { return head_ == end_; }
+  std::size_t size() const noexcept { return end_ - head_; }
+  dep_node* back() const noexcept { return data_[end_ - 1]; }
+  dep_node** begin() const noexcept { return data_ + head_; }
+  dep_node** end() const noexcept { return data_ + end_; }
 
  private:
+  void reserve(std::size_t n) {
+    if (n <= capacity_ && head_ == 0) return;
+    const std::size_t cap = std::max(n, 2 * capacity_);
+    auto* d = new dep_node*[cap];
+    std::copy(begin(), end(), d);
+    if (data_ != inline_) delete[] data_;
+    end_ = size();
+    head_ = 0;
+    data_ = d;
+    capacity_ = cap;
+  }
+
   dep_node* inline_[inline_count] = {};
   dep_node** data_ = inline_;
-  std::size_t size_ = 0;
+  std::size_t head_ = 0, end_ = 0;  // entries are data_[head_, end_)
   std::size_t capacity_ = inline_count;
 };
 
@@ -269,9 +291,10 @@ class dependence_tracker {
     if (it == map_.begin()) return;
     --it;
     if (it->first < at && at < it->second.end) {
-      segment tail = it->second;  // the same tasks: the cut changes nothing it means
+      // The tail, with the same tasks, is inserted before the head is shortened: if inserting
+      // throws, no byte has left its segment (the cut changes nothing the segment means).
+      map_.emplace_hint(std::next(it), at, it->second);
       it->second.end = at;
-      map_.emplace_hint(std::next(it), at, std::move(tail));
     }
   }
 
