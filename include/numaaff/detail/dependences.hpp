@@ -49,8 +49,9 @@ struct dep_node;
 
 /// A list of tasks, the first `inline_count` without an allocation (most lists of a segment
 /// hold one or two tasks, most tasks have one or two successors). make_room() may throw;
-/// push_back() within the room made cannot. Removal is O(1) for the oldest entry (readers
-/// usually finish in the order they came), else it scans and moves the last entry into the gap.
+/// push_back() within the room made cannot. Removal is O(1) for the oldest and the newest entry
+/// (readers finish in about the order they came, or the reverse where a worker runs its own
+/// deque's newest first), else it scans and moves the last entry into the gap.
 class task_list {
  public:
   static constexpr std::size_t inline_count = 2;
@@ -86,6 +87,10 @@ class task_list {
     if (empty()) return;
     if (data_[head_] == n) {
       if (++head_ == end_) head_ = end_ = 0;
+      return;
+    }
+    if (data_[end_ - 1] == n) {
+      --end_;
       return;
     }
     for (std::size_t i = head_ + 1; i < end_; ++i)
