@@ -4,6 +4,7 @@
 // cancel, exceptions, bad input, and the tracker's memory over a million tasks.
 #include <numaaff/numaaff.hpp>
 
+#include "common/exceptions.hpp"
 #include "common/pool_helpers.hpp"
 
 #include <gtest/gtest.h>
@@ -37,6 +38,7 @@ using numaaff::task_group;
 using numaaff::thread_pool;
 using numaaff::thread_pool_options;
 using numaaff_test::gate;
+using numaaff_test::what_of;
 using numaaff_test::hang_guard;
 using namespace std::chrono_literals;
 
@@ -44,15 +46,6 @@ thread_pool_options workers(int n) {
   thread_pool_options o;
   o.threads_per_node = n;
   return o;
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "(no std::invalid_argument)";
 }
 
 // Waits until `flag` is set or `limit` passes; true if it was set.
@@ -67,15 +60,15 @@ bool await_flag(const std::atomic<bool>& flag, std::chrono::seconds limit = 20s)
 
 TEST(DataAccess, BadInputNamesTheParameter) {
   int x = 0;
-  EXPECT_NE(message_of([] { in(nullptr, 8); }).find("addr"), std::string::npos);
-  EXPECT_NE(message_of([] { out(nullptr, 1); }).find("numaaff::out: addr"), std::string::npos);
+  EXPECT_NE(what_of<std::invalid_argument>([] { in(nullptr, 8); }).find("addr"), std::string::npos);
+  EXPECT_NE(what_of<std::invalid_argument>([] { out(nullptr, 1); }).find("numaaff::out: addr"), std::string::npos);
   void* high = reinterpret_cast<void*>(~std::uintptr_t{0} - 16);
-  EXPECT_NE(message_of([&] { inout(high, 64); }).find("bytes"), std::string::npos);
-  EXPECT_NE(message_of([&] { commutative(high, 17); }).find("wraps"), std::string::npos);
+  EXPECT_NE(what_of<std::invalid_argument>([&] { inout(high, 64); }).find("bytes"), std::string::npos);
+  EXPECT_NE(what_of<std::invalid_argument>([&] { commutative(high, 17); }).find("wraps"), std::string::npos);
   EXPECT_NO_THROW(inout(high, 16));  // ends exactly at the top: no wrap
   const std::size_t too_many = ~std::size_t{0} / sizeof(double) + 1;
   double* d = reinterpret_cast<double*>(&x);
-  EXPECT_NE(message_of([&] { in(d, elements(too_many)); }).find("count"), std::string::npos);
+  EXPECT_NE(what_of<std::invalid_argument>([&] { in(d, elements(too_many)); }).find("count"), std::string::npos);
   // Zero bytes is no access, whatever the address.
   EXPECT_NO_THROW(in(nullptr, 0));
   EXPECT_EQ(in(nullptr, 0).bytes(), 0u);
