@@ -337,19 +337,19 @@ TEST(DataNode, HintsAreCachedUntilNumaaffMigratesSomething) {
   m.touch();
   other.touch();
   unseen.touch();
-  EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), home());
+  EXPECT_EQ(numaaff::detail::directory.node_of(m.p, m.bytes), home());
   {
     scoped_failure fail(sys::move_pages, EIO);  // a query now would fail: -1
-    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), home());  // known pages
-    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes - 1), home());  // the same pages
-    EXPECT_EQ(numaaff::detail::cached_data_node(unseen.p, unseen.bytes), -1);  // pages not seen: asked
+    EXPECT_EQ(numaaff::detail::directory.node_of(m.p, m.bytes), home());  // known pages
+    EXPECT_EQ(numaaff::detail::directory.node_of(m.p, m.bytes - 1), home());  // the same pages
+    EXPECT_EQ(numaaff::detail::directory.node_of(unseen.p, unseen.bytes), -1);  // pages not seen: asked
   }
   numaaff::bind(other.p, other.bytes, home(), numaaff::policy_options{true, true});  // a migration (MPOL_MF_MOVE)
   {
     scoped_failure fail(sys::move_pages, EIO);
-    EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), -1);  // asked again
+    EXPECT_EQ(numaaff::detail::directory.node_of(m.p, m.bytes), -1);  // asked again
   }
-  EXPECT_EQ(numaaff::detail::cached_data_node(m.p, m.bytes), home());
+  EXPECT_EQ(numaaff::detail::directory.node_of(m.p, m.bytes), home());
 }
 
 TEST(Memory, ARefusedCallIsACountedNoOp) {

@@ -245,17 +245,6 @@ inline placement where(const void* addr, std::size_t bytes, std::error_code& ec)
   return p;
 }
 
-namespace detail {
-
-/**
- * data_node for scheduling hints, through the process's data directory (data_directory.hpp):
- * an answer is reused while numaaff has migrated nothing and for at most its ttl. -1 for any
- * failure: a hint is never an error.
- */
-inline node_id cached_data_node(const void* addr, std::size_t bytes) noexcept { return directory.node_of(addr, bytes); }
-
-}  // namespace detail
-
 inline node_id data_node(const void* addr, std::size_t bytes, std::error_code& ec) noexcept {
   ec.clear();
   detail::page_span span;

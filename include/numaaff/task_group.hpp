@@ -70,11 +70,11 @@ namespace detail {
 inline scheduler& scheduler_of(thread_pool& pool) noexcept;
 
 /// The node index for a task near the data of [addr, addr + bytes), for submit_near, post_near
-/// and run_near: the data's node through the per-thread hint cache, placed by the scheduler.
+/// and run_near: the data's node through the data directory, placed by the scheduler.
 /// @throws std::invalid_argument (naming `fn`) for a null addr with non-zero bytes.
 inline std::size_t near_index(scheduler& s, const char* fn, const void* addr, std::size_t bytes) {
   require_range(fn, addr, bytes);
-  return s.near_node(cached_data_node(addr, bytes));
+  return s.near_node(directory.node_of(addr, bytes));
 }
 
 /// The tracker's form of declared accesses (empty ones dropped).
