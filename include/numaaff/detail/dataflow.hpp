@@ -169,9 +169,30 @@ class flow_state {
 
   /// The homenode: the pool node nearest to the node holding the largest share of the declared
   /// bytes (ranges the directory knows no node for count for nobody); the policy's choice when
-  /// none is known.
+  /// none is known. A one-node pool has nothing to choose and logical nodes hold no memory:
+  /// neither asks the directory.
   void place(flow_base& t) noexcept {
     t.placed_epoch = migration_epoch.load(std::memory_order_acquire);
+    std::size_t best = steal_plan::no_node;
+    if (sched_.plan().node_count() == 1) best = 0;
+    else if (sched_.kernel_nodes()) best = data_majority(t);
+    if (best == steal_plan::no_node) {
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+      try {
+        best = sched_.policy_node();
+      } catch (...) {
+        best = 0;  // the caller's homenode could not be read: the first node, as a hint
+      }
+#else
+      best = sched_.policy_node();
+#endif
+    }
+    t.home = sched_.plan().node(best);
+  }
+
+  /// The pool node index with the most of t's declared bytes per the directory; no_node when
+  /// it knows none. Marks the ranges nobody has touched (for learned()).
+  std::size_t data_majority(flow_base& t) noexcept {
     constexpr std::size_t most = 32;
     std::size_t index[most];
     std::uint64_t weight[most];
@@ -197,18 +218,7 @@ class flow_state {
     std::uint64_t best_weight = 0;
     for (std::size_t k = 0; k < distinct; ++k)
       if (weight[k] > best_weight) best = index[k], best_weight = weight[k];
-    if (best == steal_plan::no_node) {
-#if !defined(NUMAAFF_NO_EXCEPTIONS)
-      try {
-        best = sched_.policy_node();
-      } catch (...) {
-        best = 0;  // the caller's homenode could not be read: the first node, as a hint
-      }
-#else
-      best = sched_.policy_node();
-#endif
-    }
-    t.home = sched_.plan().node(best);
+    return best;
   }
 
   static inline thread_local dep_node* ready_list = nullptr;
