@@ -15,6 +15,7 @@
 #include <numaaff/thread_pool.hpp>
 
 #include "ratio_report.hpp"
+#include "runtimes.hpp"
 
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -41,11 +42,8 @@ struct alignas(64) tile {
   double v[8];
 };
 
-numaaff::thread_pool& pool() {
-  static numaaff::thread_pool p;
-  return p;
-}
-int threads() { return static_cast<int>(numaaff::topology::system().cpus().size()); }
+using numaaff_bench::pool;
+using numaaff_bench::threads;
 
 std::size_t cholesky_tasks(std::size_t t) { return t + t * (t - 1) / 2 * 2 + t * (t - 1) * (t - 2) / 6; }
 
@@ -341,9 +339,7 @@ NUMAAFF_DATAFLOW_BENCH(plain_numaaff, "plain/numaaff")->Arg(10000)->Arg(10002)->
 }  // namespace
 
 int main(int argc, char** argv) {
-  tbb::global_control threads_tbb(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads()));
-  omp_set_num_threads(threads());
-  std::printf("%s", pool().to_string().c_str());
+  const numaaff_bench::same_threads runtimes;
   using numaaff_bench::ratio;
   std::vector<ratio> r;
   const std::string suffix = "/process_time/real_time";

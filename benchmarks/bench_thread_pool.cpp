@@ -23,6 +23,7 @@
 #include <numaaff/thread_pool.hpp>
 
 #include "ratio_report.hpp"
+#include "runtimes.hpp"
 
 #include <benchmark/benchmark.h>
 #include <omp.h>
@@ -42,12 +43,8 @@ namespace {
 
 constexpr int task_count = 100000;
 
-numaaff::thread_pool& pool() {
-  static numaaff::thread_pool p;
-  return p;
-}
-
-int threads() { return static_cast<int>(numaaff::topology::system().cpus().size()); }
+using numaaff_bench::pool;
+using numaaff_bench::threads;
 
 // ---- 100,000 empty tasks ------------------------------------------------------------------
 
@@ -329,11 +326,7 @@ BENCHMARK(fib_bench_serial)->Name("fib/serial")->Arg(30)->UseRealTime()->Unit(be
 }  // namespace
 
 int main(int argc, char** argv) {
-  // One thread per allowed CPU for every runtime (oneTBB and libgomp default to that as well;
-  // saying it keeps the comparison explicit).
-  tbb::global_control threads_tbb(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(threads()));
-  omp_set_num_threads(threads());
-  std::printf("%s", pool().to_string().c_str());
+  const numaaff_bench::same_threads runtimes;
   using numaaff_bench::ratio;
   return numaaff_bench::run(
       argc, argv,
