@@ -9,6 +9,8 @@
 #include <numaaff/allocator.hpp>
 #include <numaaff/next_touch.hpp>
 
+#include "common/sanitizers.hpp"
+
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -365,17 +367,7 @@ TEST(NextTouchTrust, TheHandlerRunsOnAnEightKiBAlternateSignalStack) {
   const std::size_t ours = alt_stack_use(true);
   // The documented budget (next_touch.hpp): under 2 KiB above the kernel's frame; sanitizer
   // instrumentation of the handler's frames gets twice that.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  const std::size_t budget = 4096;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-  const std::size_t budget = 4096;
-#else
-  const std::size_t budget = 2048;
-#endif
-#else
-  const std::size_t budget = 2048;
-#endif
+  const std::size_t budget = numaaff_test::address_sanitizer || numaaff_test::thread_sanitizer ? 4096 : 2048;
   EXPECT_LE(ours, kernel + budget) << "kernel frame " << kernel << " bytes, with numaaff's handler " << ours;
   std::printf("alternate stack used: kernel frame %zu bytes, next-touch handler %zu bytes more\n", kernel,
               ours > kernel ? ours - kernel : 0);
