@@ -32,11 +32,24 @@ module numaaff
   public :: numaaff_next_touch, numaaff_next_touch_blocks, numaaff_place_blocks_on_next_touch
   public :: numaaff_disarm, numaaff_touch_now, numaaff_get_next_touch_stats, numaaff_reset_next_touch_stats
   public :: numaaff_system_report, numaaff_strerror, numaaff_page_bytes
+  public :: numaaff_kind, numaaff_kind_local, numaaff_kind_interleave, numaaff_kind_fastest, numaaff_kind_capacity
+  public :: numaaff_kind_onnode, numaaff_kind_with, numaaff_kind_equal
+  public :: numaaff_kind_malloc, numaaff_kind_calloc, numaaff_kind_realloc, numaaff_kind_posix_memalign
+  public :: numaaff_kind_free, numaaff_kind_usable_size
+  public :: numaaff_kind_target_node, numaaff_kind_target_local, numaaff_kind_target_interleave
+  public :: numaaff_kind_target_fastest, numaaff_kind_target_capacity
+  public :: numaaff_kind_preferred, numaaff_kind_pages_default, numaaff_kind_pages_no_huge, numaaff_kind_pages_thp
 
   type, bind(C) :: numaaff_move_result
     integer(c_size_t) :: total, moved, already_there, unpopulated, failed, carried
     integer(c_int) :: first_error
   end type numaaff_move_result
+
+  ! A kind of memory (numaaff.h's heap by kind): fill it only from the kinds below,
+  ! numaaff_kind_onnode and numaaff_kind_with. `options` is unsigned in C.
+  type, bind(C) :: numaaff_kind
+    integer(c_int) :: target, node, options
+  end type numaaff_kind
 
   type, bind(C) :: numaaff_next_touch_stats
     integer(c_long_long) :: faults, chunks_migrated, pages_moved, pages_failed, pages_unpopulated
@@ -48,6 +61,18 @@ module numaaff
   integer(c_int), parameter :: numaaff_keep = -2
   ! Huge pages in a block (NUMAAFF_HUGE_*), for numaaff_alloc_onnode_huge and _local_huge.
   integer(c_int), parameter :: numaaff_huge_per_block = 0, numaaff_huge_never = 1, numaaff_huge_always = 2
+
+  integer(c_int), parameter :: numaaff_kind_target_node = 0, numaaff_kind_target_local = 1
+  integer(c_int), parameter :: numaaff_kind_target_interleave = 2, numaaff_kind_target_fastest = 3
+  integer(c_int), parameter :: numaaff_kind_target_capacity = 4
+  integer(c_int), parameter :: numaaff_kind_preferred = 1, numaaff_kind_pages_default = 0
+  integer(c_int), parameter :: numaaff_kind_pages_no_huge = 16, numaaff_kind_pages_thp = 32
+
+  ! The library's constant kinds (NUMAAFF_KIND_LOCAL and the others), read-only.
+  type(numaaff_kind), bind(C, name="NUMAAFF_KIND_LOCAL"), protected :: numaaff_kind_local
+  type(numaaff_kind), bind(C, name="NUMAAFF_KIND_INTERLEAVE"), protected :: numaaff_kind_interleave
+  type(numaaff_kind), bind(C, name="NUMAAFF_KIND_FASTEST"), protected :: numaaff_kind_fastest
+  type(numaaff_kind), bind(C, name="NUMAAFF_KIND_CAPACITY"), protected :: numaaff_kind_capacity
 
   interface
     integer(c_int) function numaaff_node_count() bind(C, name="numaaff_node_count")
@@ -130,6 +155,50 @@ module numaaff
     type(c_ptr) function numaaff_alloc_interleaved(bytes) bind(C, name="numaaff_alloc_interleaved")
       import :: c_ptr, c_size_t
       integer(c_size_t), value :: bytes
+    end function
+    type(numaaff_kind) function numaaff_kind_onnode(node) bind(C, name="numaaff_kind_onnode")
+      import :: c_int, numaaff_kind
+      integer(c_int), value :: node
+    end function
+    integer(c_int) function numaaff_kind_with(base, options, out) bind(C, name="numaaff_kind_with")
+      import :: c_int, numaaff_kind
+      type(numaaff_kind), value :: base
+      integer(c_int), value :: options
+      type(numaaff_kind), intent(out) :: out
+    end function
+    integer(c_int) function numaaff_kind_equal(a, b) bind(C, name="numaaff_kind_equal")
+      import :: c_int, numaaff_kind
+      type(numaaff_kind), value :: a, b
+    end function
+    type(c_ptr) function numaaff_kind_malloc(k, bytes) bind(C, name="numaaff_kind_malloc")
+      import :: c_ptr, c_size_t, numaaff_kind
+      type(numaaff_kind), value :: k
+      integer(c_size_t), value :: bytes
+    end function
+    type(c_ptr) function numaaff_kind_calloc(k, count, bytes) bind(C, name="numaaff_kind_calloc")
+      import :: c_ptr, c_size_t, numaaff_kind
+      type(numaaff_kind), value :: k
+      integer(c_size_t), value :: count, bytes
+    end function
+    type(c_ptr) function numaaff_kind_realloc(k, p, bytes) bind(C, name="numaaff_kind_realloc")
+      import :: c_ptr, c_size_t, numaaff_kind
+      type(numaaff_kind), value :: k
+      type(c_ptr), value :: p
+      integer(c_size_t), value :: bytes
+    end function
+    integer(c_int) function numaaff_kind_posix_memalign(k, out, align, bytes) bind(C, name="numaaff_kind_posix_memalign")
+      import :: c_int, c_ptr, c_size_t, numaaff_kind
+      type(numaaff_kind), value :: k
+      type(c_ptr), intent(out) :: out
+      integer(c_size_t), value :: align, bytes
+    end function
+    subroutine numaaff_kind_free(p) bind(C, name="numaaff_kind_free")
+      import :: c_ptr
+      type(c_ptr), value :: p
+    end subroutine
+    integer(c_size_t) function numaaff_kind_usable_size(p) bind(C, name="numaaff_kind_usable_size")
+      import :: c_ptr, c_size_t
+      type(c_ptr), value :: p
     end function
     subroutine numaaff_free(p, bytes) bind(C, name="numaaff_free")
       import :: c_ptr, c_size_t

@@ -5,6 +5,7 @@
 
 #include <numaaff/allocator.hpp>
 #include <numaaff/homenode.hpp>
+#include <numaaff/kind.hpp>
 #include <numaaff/memory.hpp>
 #include <numaaff/next_touch.hpp>
 #include <numaaff/partition.hpp>
@@ -95,6 +96,40 @@ bool huge_options(int huge_pages, numaaff::alloc_options& o) noexcept {
   if (huge_pages < NUMAAFF_HUGE_PER_BLOCK || huge_pages > NUMAAFF_HUGE_ALWAYS) return false;
   o.huge_pages = static_cast<numaaff::huge_page_mode>(huge_pages);
   return true;
+}
+
+
+constexpr unsigned kind_pages_mask = NUMAAFF_KIND_PAGES_NO_HUGE | NUMAAFF_KIND_PAGES_THP;
+
+/// The C++ kind of a C one; false for a kind no call of this API makes.
+bool to_kind(const numaaff_kind& c, numaaff::kind& k) noexcept {
+  const unsigned pages = c.options & kind_pages_mask;
+  if ((c.options & ~(NUMAAFF_KIND_PREFERRED | kind_pages_mask)) != 0 || pages == kind_pages_mask) return false;
+  switch (c.target) {
+    case NUMAAFF_KIND_TARGET_NODE:
+      if (!valid(c.node)) return false;
+      if (guarded([&] { k = numaaff::kind::on_node(c.node); }) != 0) return false;
+      break;
+    case NUMAAFF_KIND_TARGET_LOCAL: k = numaaff::kind::local(); break;
+    case NUMAAFF_KIND_TARGET_INTERLEAVE: k = numaaff::kind::interleave(); break;
+    case NUMAAFF_KIND_TARGET_FASTEST: k = numaaff::kind::fastest(); break;
+    case NUMAAFF_KIND_TARGET_CAPACITY: k = numaaff::kind::capacity(); break;
+    default: return false;
+  }
+  if (c.target != NUMAAFF_KIND_TARGET_NODE && c.node != -1) return false;
+  if ((c.options & NUMAAFF_KIND_PREFERRED) != 0) k = k.preferred();
+  if (pages == NUMAAFF_KIND_PAGES_NO_HUGE) k = k.with_pages(numaaff::huge_page_mode::never);
+  if (pages == NUMAAFF_KIND_PAGES_THP) k = k.with_pages(numaaff::huge_page_mode::always);
+  return true;
+}
+
+/// A block of C kind `c`: the pointer, or NULL with errno.
+void* kind_block(const numaaff_kind& c, std::size_t bytes, std::size_t align) noexcept {
+  numaaff::kind k = numaaff::kind::local();
+  if (!to_kind(c, k)) return allocated(EINVAL, nullptr);
+  std::error_code ec;
+  void* p = numaaff::allocate(k, bytes, align, ec);
+  return allocated(from_code(ec), p);
 }
 
 }  // namespace
@@ -215,6 +250,59 @@ void* numaaff_alloc_local_huge(size_t bytes, int huge_pages) noexcept {
 }
 
 void numaaff_free(void* p, size_t bytes) noexcept { numaaff::deallocate(p, bytes); }
+
+const numaaff_kind NUMAAFF_KIND_LOCAL = {NUMAAFF_KIND_TARGET_LOCAL, -1, 0};
+const numaaff_kind NUMAAFF_KIND_INTERLEAVE = {NUMAAFF_KIND_TARGET_INTERLEAVE, -1, 0};
+const numaaff_kind NUMAAFF_KIND_FASTEST = {NUMAAFF_KIND_TARGET_FASTEST, -1, 0};
+const numaaff_kind NUMAAFF_KIND_CAPACITY = {NUMAAFF_KIND_TARGET_CAPACITY, -1, 0};
+
+numaaff_kind numaaff_kind_onnode(int node) noexcept { return numaaff_kind{NUMAAFF_KIND_TARGET_NODE, node, 0}; }
+
+int numaaff_kind_with(numaaff_kind base, unsigned options, numaaff_kind* out) noexcept {
+  numaaff::kind k = numaaff::kind::local();
+  if (out == nullptr || !to_kind(base, k)) return EINVAL;
+  numaaff_kind made = base;
+  made.options = options;
+  if (!to_kind(made, k)) return EINVAL;
+  *out = made;
+  return 0;
+}
+
+int numaaff_kind_equal(numaaff_kind a, numaaff_kind b) noexcept {
+  return a.target == b.target && a.node == b.node && a.options == b.options ? 1 : 0;
+}
+
+void* numaaff_kind_malloc(numaaff_kind k, size_t bytes) noexcept { return kind_block(k, bytes, alignof(std::max_align_t)); }
+
+void* numaaff_kind_calloc(numaaff_kind k, size_t count, size_t bytes) noexcept {
+  if (bytes != 0 && count > static_cast<std::size_t>(-1) / bytes) return allocated(ENOMEM, nullptr);
+  void* p = kind_block(k, count * bytes, alignof(std::max_align_t));
+  numaaff::detail::clear_fresh_block(p, count * bytes);
+  return p;
+}
+
+void* numaaff_kind_realloc(numaaff_kind k, void* p, size_t bytes) noexcept {
+  numaaff::kind kk = numaaff::kind::local();
+  if (!to_kind(k, kk)) return allocated(EINVAL, nullptr);
+  void* q = nullptr;
+  const int e = guarded([&] { q = numaaff::reallocate(kk, p, bytes); });
+  if (e != 0) return allocated(e, nullptr);
+  return q;  // NULL only for bytes == 0, which freed p
+}
+
+int numaaff_kind_posix_memalign(numaaff_kind k, void** out, size_t align, size_t bytes) noexcept {
+  if (out == nullptr || align == 0 || (align & (align - 1)) != 0 || align % sizeof(void*) != 0) return EINVAL;
+  const int saved = errno;
+  void* p = kind_block(k, bytes, align);
+  const int e = p == nullptr ? errno : 0;
+  errno = saved;  // posix_memalign reports through its result only
+  if (p != nullptr) *out = p;
+  return e;
+}
+
+void numaaff_kind_free(void* p) noexcept { numaaff::deallocate(p); }
+
+size_t numaaff_kind_usable_size(void* p) noexcept { return p == nullptr ? 0 : numaaff::usable_size(p); }
 
 int numaaff_move_to(void* addr, size_t bytes, int node, numaaff_move_result* result) noexcept {
   if (result != nullptr) *result = numaaff_move_result{};

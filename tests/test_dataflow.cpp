@@ -6,6 +6,7 @@
 
 #include "common/exceptions.hpp"
 #include "common/pool_helpers.hpp"
+#include "common/process.hpp"
 #include "common/sanitizers.hpp"
 
 #include <gtest/gtest.h>
@@ -482,13 +483,7 @@ TEST(DataflowOrder, ConcurrentRunsOnAFreshGroupAreOrdered) {
 
 // The process's peak resident size since reset_peak_resident() (VmHWM): each round's peak,
 // not the size after it, which depends on whether malloc gave freed memory back.
-std::size_t peak_resident_kib() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoul(line.substr(6));
-  return 0;
-}
+std::size_t peak_resident_kib() { return numaaff_test::status_kib("VmHWM:"); }
 bool reset_peak_resident() {
   std::ofstream f("/proc/self/clear_refs");
   f << "5";  // resets VmHWM to the current resident size (Linux 4.0 and later)

@@ -117,6 +117,80 @@ NUMAAFF_C_API void* numaaff_alloc_local_huge(size_t bytes, int huge_pages) NUMAA
  *  other way round). */
 NUMAAFF_C_API void numaaff_free(void* p, size_t bytes) NUMAAFF_C_NOEXCEPT;
 
+/* ---- the heap by kind ----------------------------------------------------------------------
+ * Memory asked for by what it should be, freed without its size (a replacement for malloc in
+ * codes that want placement; numaaff/kind.hpp has the model, <numaaff/hbwmalloc.h> the
+ * hbwmalloc API over it). A kind names where a block's pages go, resolved at allocation:
+ * - NUMAAFF_KIND_LOCAL: the calling thread's homenode, else the node it runs on;
+ * - NUMAAFF_KIND_INTERLEAVE: over the interleave nodes (NUMAAFF_INTERLEAVE_NODES, else all):
+ *   large blocks page by page, small blocks round-robin;
+ * - NUMAAFF_KIND_FASTEST: the highest-bandwidth memory for the caller's node by the HMAT
+ *   (HBM); without an HMAT, local DRAM;
+ * - NUMAAFF_KIND_CAPACITY: the memory near the caller with the most room now (CXL);
+ * - numaaff_kind_onnode(node): that node.
+ * All are strict (every page there; no room: NULL/ENOMEM); numaaff_kind_with makes a
+ * preferred form (pages spill: in attribute order for fastest and capacity) or picks huge
+ * pages. Any thread frees any block. A double free, or a pointer the heap did not give,
+ * writes a message to stderr and aborts. One node or a sandbox: every kind is node 0's memory.
+ * Blocks up to 32 KiB come from per-node slabs with a per-thread cache (no system call in the
+ * common case); larger ones are a mapping each. */
+
+/** A kind of memory: a plain value (compare with numaaff_kind_equal). Fill it only through
+ *  the constants and functions below; its fields may change between versions. */
+typedef struct numaaff_kind {
+  int target;         /**< NUMAAFF_KIND_TARGET_*: node, local, interleave, fastest, capacity */
+  int node;           /**< the node of an on-node kind; -1 otherwise */
+  unsigned options;   /**< NUMAAFF_KIND_PREFERRED | one NUMAAFF_KIND_PAGES_* value */
+} numaaff_kind;
+
+#define NUMAAFF_KIND_TARGET_NODE 0
+#define NUMAAFF_KIND_TARGET_LOCAL 1
+#define NUMAAFF_KIND_TARGET_INTERLEAVE 2
+#define NUMAAFF_KIND_TARGET_FASTEST 3
+#define NUMAAFF_KIND_TARGET_CAPACITY 4
+
+/** Options of numaaff_kind_with: pages may spill when the kind's node is full. */
+#define NUMAAFF_KIND_PREFERRED 0x1u
+/** Transparent huge pages (as NUMAAFF_HUGE_*): the default, none shared by two blocks. */
+#define NUMAAFF_KIND_PAGES_DEFAULT 0x0u
+/** No transparent huge pages. */
+#define NUMAAFF_KIND_PAGES_NO_HUGE 0x10u
+/** Transparent huge pages everywhere (2 MiB-aligned blocks, MADV_HUGEPAGE). */
+#define NUMAAFF_KIND_PAGES_THP 0x20u
+
+NUMAAFF_C_API extern const numaaff_kind NUMAAFF_KIND_LOCAL;
+NUMAAFF_C_API extern const numaaff_kind NUMAAFF_KIND_INTERLEAVE;
+NUMAAFF_C_API extern const numaaff_kind NUMAAFF_KIND_FASTEST;
+NUMAAFF_C_API extern const numaaff_kind NUMAAFF_KIND_CAPACITY;
+
+/** The kind of memory on `node`. An unknown node gives a kind whose allocations fail with
+ *  EINVAL (this call cannot fail). */
+NUMAAFF_C_API numaaff_kind numaaff_kind_onnode(int node) NUMAAFF_C_NOEXCEPT;
+/** `base` with `options` (NUMAAFF_KIND_PREFERRED and at most one NUMAAFF_KIND_PAGES_*) in
+ *  `*out`. EINVAL for an unknown option or base, or a NULL `out`. */
+NUMAAFF_C_API int numaaff_kind_with(numaaff_kind base, unsigned options, numaaff_kind* out) NUMAAFF_C_NOEXCEPT;
+/** 1 when `a` and `b` place memory alike, else 0. */
+NUMAAFF_C_API int numaaff_kind_equal(numaaff_kind a, numaaff_kind b) NUMAAFF_C_NOEXCEPT;
+
+/** `bytes` of kind `k` (aligned for any object). `bytes` 0 gives a unique pointer to free.
+ *  NULL and errno on failure: EINVAL (invalid kind), ENOMEM (a strict kind's node has no
+ *  room, or memory ran out), or the errno of a placement the kernel refused. */
+NUMAAFF_C_API void* numaaff_kind_malloc(numaaff_kind k, size_t bytes) NUMAAFF_C_NOEXCEPT;
+/** `count * bytes` zeroed bytes of kind `k`; NULL/ENOMEM when the product overflows. */
+NUMAAFF_C_API void* numaaff_kind_calloc(numaaff_kind k, size_t count, size_t bytes) NUMAAFF_C_NOEXCEPT;
+/** `p` resized to `bytes`, of kind `k`, its contents kept up to the smaller size (the same
+ *  pointer when the block already fits). NULL `p`: numaaff_kind_malloc. `bytes` 0: frees `p`,
+ *  returns NULL. On failure NULL and errno, and `p` is untouched. */
+NUMAAFF_C_API void* numaaff_kind_realloc(numaaff_kind k, void* p, size_t bytes) NUMAAFF_C_NOEXCEPT;
+/** `bytes` of kind `k` aligned to `align` in `*out`: 0, or EINVAL (align not a power of two
+ *  or not a multiple of sizeof(void*); invalid kind), ENOMEM. */
+NUMAAFF_C_API int numaaff_kind_posix_memalign(numaaff_kind k, void** out, size_t align, size_t bytes) NUMAAFF_C_NOEXCEPT;
+/** Frees a block of any numaaff_kind_* call (or numaaff_alloc_*) without its size, from any
+ *  thread. NULL is a no-op; a double free or a foreign pointer aborts with a message. */
+NUMAAFF_C_API void numaaff_kind_free(void* p) NUMAAFF_C_NOEXCEPT;
+/** The bytes the block at `p` can hold (at least what was asked); 0 for NULL. */
+NUMAAFF_C_API size_t numaaff_kind_usable_size(void* p) NUMAAFF_C_NOEXCEPT;
+
 /** What numaaff_move_to did, page by page. */
 typedef struct numaaff_move_result {
   size_t total;         /**< pages in the range */

@@ -14,6 +14,7 @@
 #include "data_access.hpp"
 #include "errors.hpp"
 #include "homenode.hpp"
+#include "kind.hpp"
 #include "memory.hpp"
 #include "next_touch.hpp"
 #include "partition.hpp"

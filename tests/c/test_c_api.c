@@ -4,6 +4,7 @@
 #include <numaaff/numaaff.h>
 
 #include "check.h"
+#include "misuse.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -50,29 +51,6 @@ static int homenode_is_an_error(void) {
   return n == -1 && errno == EINVAL && p == NULL ? 0 : 1;
 }
 
-/* Runs `misuse` in a forked child with its stderr in a pipe: 1 if the child died of SIGABRT
- * after writing `message`. */
-static int aborts_saying(void (*misuse)(void), const char* message) {
-  int fds[2];
-  if (pipe(fds) != 0) return 0;
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[1], 2);
-    alarm(20); /* a hang ends as SIGALRM, not as the abort looked for */
-    misuse();
-    _exit(0);
-  }
-  close(fds[1]);
-  char said[512];
-  size_t n = 0;
-  ssize_t got;
-  while (n < sizeof said - 1 && (got = read(fds[0], said + n, sizeof said - 1 - n)) > 0) n += (size_t)got;
-  said[n] = '\0';
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT && strstr(said, message) != NULL;
-}
 static void double_free_small(void) {
   void* p = numaaff_alloc_local(64);
   numaaff_free(p, 64);

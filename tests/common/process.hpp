@@ -1,16 +1,28 @@
 // Running a command from a test: the shell, its merged output, and its status when it failed;
-// or a function in a forked child that an alarm bounds.
+// or a function in a forked child that an alarm bounds; and this process's memory figures.
 #pragma once
 
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 namespace numaaff_test {
+
+/// A size field of /proc/self/status in KiB ("VmRSS:", the resident size; "VmHWM:", its peak
+/// since start or the last reset); 0 when absent.
+inline std::size_t status_kib(const char* field) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field, 0) == 0) return std::stoul(line.substr(std::string(field).size()));
+  return 0;
+}
 
 /// Runs `cmd` with /bin/sh and returns stdout and stderr; a non-zero status is appended as
 /// "(exit status N)" so that callers can both search the output and see the failure.

@@ -391,7 +391,7 @@ def check_argument(fn, index, ctype, cname, d, structs, module_procedure):
             out.append("%s: C passes a scalar, the Fortran declares an array" % label)
         return out
     if (d["type"], d["kind"]) == ("type", "c_ptr"):
-        if by_value or module_procedure:
+        if by_value or module_procedure or ctype.pointers > 1:  # void** is a c_ptr by reference
             return []
         return ["%s: type(c_ptr) without `value` passes a pointer to a pointer; C has %s" % (label, ctype)]
     if ctype.pointers > 1:

@@ -1,9 +1,9 @@
 // The memory behind numaaff's allocators and resources.
 //
 // Large blocks (above small_limit) are their own mmap, bound to the node with mbind, unmapped
-// on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node and
-// holding blocks of one power-of-two size class, with a header at the slab start naming the
-// node and class. Each thread keeps a small cache of free blocks per (node, class), refilled
+// on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
+// (MPOL_BIND, or MPOL_PREFERRED for the preferred family) and holding blocks of one
+// power-of-two size class, with a header at the slab start naming the node, family and class. Each thread keeps a small cache of free blocks per (node, class), refilled
 // from and flushed to the node's central free list in batches, so a small allocate/free pair
 // is a few loads and stores, not a system call (numa_alloc_onnode makes one mmap per call).
 // A freed block goes back to the list of the node its slab is bound to: memory is reused on
@@ -75,6 +75,10 @@ inline constexpr int max_nodes = 1024;  // the kernel's MAX_NUMNODES on x86-64
 inline constexpr int cached_nodes = 16; // thread caches cover nodes below this
 inline constexpr std::uint32_t transfer_batch = 32;
 inline constexpr std::uint32_t slab_magic = 0x4e554d41;  // "NUMA"
+/// Slab families: a block of a strict placement never shares a slab, and so a page, with one
+/// that may spill elsewhere.
+inline constexpr int family_count = 2;
+inline int family_of(const placement_options& o) noexcept { return o.strict ? 0 : 1; }
 
 inline int size_class(std::size_t bytes, std::size_t align) noexcept {
   std::size_t need = bytes > align ? bytes : align;
@@ -156,6 +160,7 @@ struct slab_header {
   std::uint32_t magic;
   int node;
   int size_class;
+  int family;  // family_of the placement its blocks were asked with
   /// End of the blocks carved so far (offset from the slab start): written under the list's
   /// lock before a block leaves it, so a free of any block handed out sees it past the block.
   std::atomic<std::uint32_t> carved;
@@ -168,7 +173,7 @@ struct central_list {
   char* bump_end = nullptr;
 };
 struct node_arena {
-  central_list lists[class_count];
+  central_list lists[family_count][class_count];
 };
 
 /// mbind a fresh mapping to one node. MPOL_PREFERRED when not strict.
@@ -344,12 +349,14 @@ struct arena_table {
     large_lock.lock();
     for (auto& a : arenas)
       if (node_arena* p = a.load(std::memory_order_acquire))
-        for (central_list& l : p->lists) l.lock.lock();
+        for (auto& family : p->lists)
+          for (central_list& l : family) l.lock.lock();
   }
   void unlock_all() {
     for (auto& a : arenas)
       if (node_arena* p = a.load(std::memory_order_acquire))
-        for (central_list& l : p->lists) l.lock.unlock();
+        for (auto& family : p->lists)
+          for (central_list& l : family) l.lock.unlock();
     large_lock.unlock();
     create.unlock();
   }
@@ -376,13 +383,14 @@ inline slab_header* slab_of(const void* p) noexcept {
   return reinterpret_cast<slab_header*>(align_down(reinterpret_cast<std::uintptr_t>(p), slab_size));
 }
 
-/// Takes up to `want` blocks of class `c` on `node` from the central list (carving a new slab
-/// when empty). Returns a chain and its length; nullptr with ec on failure.
-inline free_block* central_take(int node, int c, std::uint32_t want, std::uint32_t& got, std::error_code& ec) noexcept {
+/// Takes up to `want` blocks of class `c` of family `f` on `node` from the central list
+/// (carving a new slab when empty). Returns a chain and its length; nullptr with ec on failure.
+inline free_block* central_take(int node, int f, int c, std::uint32_t want, std::uint32_t& got,
+                                std::error_code& ec) noexcept {
   got = 0;
   central_list* list = nullptr;
   try {
-    list = &arena_of(node).lists[c];
+    list = &arena_of(node).lists[f][c];
   } catch (...) {
     ec = std::make_error_code(std::errc::not_enough_memory);
     return nullptr;
@@ -402,7 +410,9 @@ inline free_block* central_take(int node, int c, std::uint32_t want, std::uint32
       void* slab = map_aligned(slab_size, slab_size, ec);
       if (slab == nullptr) break;
       advise_huge_pages(slab, slab_size, huge_page_mode::never);  // many blocks share a slab
-      ec = bind_mapping(slab, slab_size, node, placement_options{});
+      placement_options bind;
+      bind.strict = f == 0;
+      ec = bind_mapping(slab, slab_size, node, bind);
       if (!ec && !slabs.mark(reinterpret_cast<std::uintptr_t>(slab))) ec = std::make_error_code(std::errc::not_enough_memory);
       if (ec) {
         sys_munmap(slab, slab_size);
@@ -412,6 +422,7 @@ inline free_block* central_take(int node, int c, std::uint32_t want, std::uint32
       h->magic = slab_magic;
       h->node = node;
       h->size_class = c;
+      h->family = f;
       h->carved.store(0, std::memory_order_relaxed);
       const std::size_t first = size < 64 ? 64 : size;
       list->bump = static_cast<char*>(slab) + first;
@@ -429,8 +440,8 @@ inline free_block* central_take(int node, int c, std::uint32_t want, std::uint32
   return chain;
 }
 
-inline void central_give(int node, int c, free_block* chain) noexcept {
-  central_list& list = arena_of(node).lists[c];  // exists: the blocks came from it
+inline void central_give(int node, int f, int c, free_block* chain) noexcept {
+  central_list& list = arena_of(node).lists[f][c];  // exists: the blocks came from it
   std::lock_guard<std::mutex> guard(list.lock);
   while (chain != nullptr) {
     free_block* next = chain->next;
@@ -450,27 +461,28 @@ struct thread_cache {
     free_block* head = nullptr;
     std::uint32_t count = 0;
   };
-  bin bins[cached_nodes][class_count] = {};
+  bin bins[cached_nodes][family_count][class_count] = {};
   ~thread_cache() {
     tcache_gone = true;
     for (int n = 0; n < cached_nodes; ++n)
-      for (int c = 0; c < class_count; ++c)
-        if (bins[n][c].head != nullptr) {
-          central_give(n, c, bins[n][c].head);
-          bins[n][c] = bin{};
-        }
+      for (int f = 0; f < family_count; ++f)
+        for (int c = 0; c < class_count; ++c)
+          if (bins[n][f][c].head != nullptr) {
+            central_give(n, f, c, bins[n][f][c].head);
+            bins[n][f][c] = bin{};
+          }
   }
 };
 inline thread_local thread_cache tcache;
 
 
-inline void* small_allocate(int node, int c, std::error_code& ec) noexcept {
+inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcept {
   free_block* blk = nullptr;
   if (node < cached_nodes && !tcache_gone) {
-    thread_cache::bin& b = tcache.bins[node][c];
+    thread_cache::bin& b = tcache.bins[node][f][c];
     if (b.head == nullptr) {
       std::uint32_t got = 0;
-      b.head = central_take(node, c, transfer_batch, got, ec);
+      b.head = central_take(node, f, c, transfer_batch, got, ec);
       b.count = got;
       if (b.head == nullptr) return nullptr;
     }
@@ -479,17 +491,18 @@ inline void* small_allocate(int node, int c, std::error_code& ec) noexcept {
     --b.count;
   } else {
     std::uint32_t got = 0;
-    blk = central_take(node, c, 1, got, ec);
+    blk = central_take(node, f, c, 1, got, ec);
     if (blk == nullptr) return nullptr;
   }
   blk->freed = 0;
   return blk;
 }
 
-/// Frees a small block after checking that `p` is one, live, of at least `bytes`.
+/// Frees a small block after checking that `p` is one, live, of at least `bytes` (0: any).
 inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const slab_header* h = slab_of(p);
   const int node = h->node;
+  const int f = h->family;
   const int c = h->size_class;
   const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
   const std::size_t size = class_bytes(c);
@@ -502,7 +515,7 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   if (blk->freed == freed_mark(p)) heap_misuse("double free", p);
   blk->freed = freed_mark(p);
   if (node < cached_nodes && !tcache_gone) {
-    thread_cache::bin& b = tcache.bins[node][c];
+    thread_cache::bin& b = tcache.bins[node][f][c];
     blk->next = b.head;
     b.head = blk;
     if (++b.count > 2 * transfer_batch) {  // keep the cache bounded: hand a batch back
@@ -512,12 +525,12 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
       b.head = last->next;
       last->next = nullptr;
       b.count -= transfer_batch;
-      central_give(node, c, give);
+      central_give(node, f, c, give);
     }
     return;
   }
   blk->next = nullptr;
-  central_give(node, c, blk);
+  central_give(node, f, c, blk);
 }
 
 // ---- the entry points used by allocators and resources -----------------------------------
@@ -542,15 +555,17 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   return p;
 }
 
-/// Frees a large block after checking it against the registry (out of line, as allocate_large).
+/// Frees a large block after checking it against the registry (out of line, as
+/// allocate_large); `bytes` 0 frees it whatever its size.
 [[gnu::noinline]] inline void free_large(void* p, std::size_t bytes) noexcept {
-  const std::size_t len = align_up(bytes, page_size());
+  std::size_t len = align_up(bytes, page_size());
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   {
     arena_table& t = arena_table::instance();
     std::lock_guard<std::mutex> guard(t.large_lock);
     const auto it = t.large.find(at);
     if (it == t.large.end()) heap_misuse("free of a pointer numaaff did not allocate, or a double free", p);
+    if (bytes == 0) len = it->second;
     if (it->second != len) heap_misuse("free with a size that does not match the block's", p);
     t.large.erase(it);
   }
@@ -568,8 +583,8 @@ inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const
     return nullptr;
   }
   if (bytes == 0) bytes = 1;
-  if (is_small(bytes, align) && !o.populate && o.huge_pages != huge_page_mode::always && o.strict) {
-    return small_allocate(node, size_class(bytes, align), ec);
+  if (is_small(bytes, align) && !o.populate && o.huge_pages != huge_page_mode::always) {
+    return small_allocate(node, family_of(o), size_class(bytes, align), ec);
   }
   return allocate_large(bytes, align, node, o, ec);
 }
@@ -582,6 +597,33 @@ inline void numa_deallocate(void* p, std::size_t bytes, std::size_t /*align*/, c
   if (bytes == 0) bytes = 1;
   if (slabs.holds(p)) return small_deallocate(p, bytes);
   free_large(p, bytes);
+}
+
+/// Frees what numa_allocate returned without its size (the heap by kind): the slab header or
+/// the registry knows it. The same checks as numa_deallocate, less the size's.
+inline void numa_free(void* p) noexcept {
+  if (p == nullptr) return;
+  if (slabs.holds(p)) return small_deallocate(p, 0);
+  free_large(p, 0);
+}
+
+/// The bytes a block numa_allocate returned can hold (its size class, or its mapping's
+/// length). Aborts with a message for a pointer that is not the start of a live block.
+inline std::size_t numa_usable_size(const void* p) noexcept {
+  if (slabs.holds(p)) {
+    const slab_header* h = slab_of(p);
+    const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
+    const std::size_t size = class_bytes(h->size_class);
+    if (offset < 64 || (offset & (size - 1)) != 0 || offset + size > h->carved.load(std::memory_order_relaxed))
+      heap_misuse("usable size of a pointer that is not the start of a block", p);
+    if (static_cast<const free_block*>(p)->freed == freed_mark(p)) heap_misuse("usable size of a freed block", p);
+    return size;
+  }
+  arena_table& t = arena_table::instance();
+  std::lock_guard<std::mutex> guard(t.large_lock);
+  const auto it = t.large.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == t.large.end()) heap_misuse("usable size of a pointer numaaff did not allocate, or of a freed block", p);
+  return it->second;
 }
 
 }  // namespace numaaff::detail

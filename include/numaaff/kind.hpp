@@ -1,0 +1,299 @@
+/**
+ * @file kind.hpp
+ * @brief The heap by kind: memory asked for by what it should be (on a node, local,
+ * interleaved, the fastest, the largest), freed without its size, resized in place or moved.
+ *
+ * The model: a `kind` names where a block's pages go, resolved when the block is allocated:
+ * - `kind::on_node(n)`: node n.
+ * - `kind::local()`: the calling thread's homenode (this_homenode()), else the node it runs on.
+ * - `kind::interleave()`: over the nodes (`NUMAAFF_INTERLEAVE_NODES`, else every node): a
+ *   large block page by page, small blocks round-robin, as allocate_interleaved.
+ * - `kind::fastest()`: the highest-bandwidth memory for the caller's node by the firmware's
+ *   HMAT (HBM, say); without an HMAT, the nearest memory, i.e. local DRAM.
+ * - `kind::capacity()`: the memory near the caller with the most room now (a CXL expander).
+ * and how: `strict()` (the default) keeps every page on the chosen node and fails with
+ * std::bad_alloc (NULL/ENOMEM in C) when it has no room for the block; `preferred()` lets the
+ * pages spill, in attribute order for fastest and capacity (as tier_allocator does), else
+ * where the kernel's fallback puts them; `with_pages(huge_page_mode)` picks transparent huge
+ * pages (per_block, the default: none shared by two blocks; never; always).
+ *
+ * One heap holds every kind: the slabs of allocator.hpp (256 KiB, bound to one node, one
+ * family per strictness, a per-thread cache) for blocks up to 32 KiB, a mapping of its own for
+ * larger ones. So `deallocate(p)` needs no size and no kind, any thread may free any block,
+ * and a double free or a pointer the heap did not give aborts with a message, as with
+ * allocate_on_node. Blocks of a node kind and of local share the slabs of the node they
+ * resolve to (local is on_node of that node), as do the small blocks interleave puts there.
+ *
+ * One node, or a sandbox that refuses mbind: every kind works and gives node 0's memory (the
+ * refusal is counted in system_report()).
+ *
+ * @code{.cpp}
+ * double* hot = static_cast<double*>(numaaff::allocate(numaaff::kind::fastest().preferred(), n * sizeof(double)));
+ * hot = static_cast<double*>(numaaff::reallocate(numaaff::kind::fastest().preferred(), hot, 2 * n * sizeof(double)));
+ * numaaff::deallocate(hot);
+ * std::vector<int, numaaff::kind_allocator<int>> v(numaaff::kind_allocator<int>(numaaff::kind::capacity()));
+ * @endcode
+ */
+#pragma once
+
+#include "allocator.hpp"
+#include "detail/arena.hpp"
+#include "detail/throw.hpp"
+#include "homenode.hpp"
+#include "tiers.hpp"
+#include "topology.hpp"
+
+#include <cstddef>
+#include <cstring>
+#include <memory_resource>
+#include <new>
+#include <string>
+#include <system_error>
+
+namespace numaaff {
+
+/// A kind of memory: where its pages go and how strictly (see the file comment). A plain
+/// value: copy it freely; two kinds are equal when they place memory alike.
+class kind {
+ public:
+  /// Where a kind puts memory.
+  enum class target : unsigned char { node, local, interleave, fastest, capacity };
+
+  /// Memory on node `n`. @throws std::invalid_argument naming `node` for a node the kernel
+  /// does not have.
+  static kind on_node(node_id n) {
+    detail::require_node("kind::on_node", n);
+    return kind(target::node, n);
+  }
+  /// The calling thread's homenode at allocation, else the node it runs on.
+  static kind local() noexcept { return kind(target::local, -1); }
+  /// Over the interleave nodes (allocate_interleaved's).
+  static kind interleave() noexcept { return kind(target::interleave, -1); }
+  /// The highest-bandwidth memory for the caller's node (local DRAM without an HMAT).
+  static kind fastest() noexcept { return kind(target::fastest, -1); }
+  /// The memory near the caller with the most room now.
+  static kind capacity() noexcept { return kind(target::capacity, -1); }
+
+  /// This kind, with every page on its node (the default); no room: the allocation fails.
+  kind strict() const noexcept {
+    kind k = *this;
+    k.strict_ = true;
+    return k;
+  }
+  /// This kind, with pages that spill when its node is full (attribute order for fastest
+  /// and capacity).
+  kind preferred() const noexcept {
+    kind k = *this;
+    k.strict_ = false;
+    return k;
+  }
+  /// This kind, with transparent huge pages chosen by `mode` (allocator.hpp's huge_page_mode).
+  kind with_pages(huge_page_mode mode) const noexcept {
+    kind k = *this;
+    k.pages_ = mode;
+    return k;
+  }
+
+  target where() const noexcept { return target_; }
+  /// The node of an on_node kind; -1 for the others (they choose at allocation).
+  node_id node() const noexcept { return node_; }
+  bool is_strict() const noexcept { return strict_; }
+  huge_page_mode pages() const noexcept { return pages_; }
+
+  friend bool operator==(const kind& a, const kind& b) noexcept {
+    return a.target_ == b.target_ && a.node_ == b.node_ && a.strict_ == b.strict_ && a.pages_ == b.pages_;
+  }
+  friend bool operator!=(const kind& a, const kind& b) noexcept { return !(a == b); }
+
+ private:
+  kind(target t, node_id n) noexcept : target_(t), node_(n) {}
+  target target_;
+  node_id node_;
+  bool strict_ = true;
+  huge_page_mode pages_ = huge_page_mode::per_block;
+};
+
+namespace detail {
+
+/// The node a kind other than interleave resolves to for the calling thread now.
+inline node_id kind_node(const kind& k) {
+  switch (k.where()) {
+    case kind::target::node: return k.node();
+    case kind::target::local: return local_node();
+    case kind::target::fastest: return tier_order_here(memory_attribute::bandwidth).front();
+    case kind::target::capacity: return tier_order_here(memory_attribute::capacity).front();
+    case kind::target::interleave: break;
+  }
+  return local_node();
+}
+
+/// A block of kind `k`. @throws std::bad_alloc when a strict kind's node has no room for it
+/// (or memory runs out); std::system_error if the kernel refuses a placement it should take.
+inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) {
+  if (bytes == 0) bytes = 1;
+  alloc_options o;
+  o.strict = k.is_strict();
+  o.huge_pages = k.pages();
+  if (k.where() == kind::target::interleave) {
+    interleave_state& s = *default_interleave_state();
+    if (s.options == o) return interleave_allocate(s, bytes, align);
+    interleave_state mine;  // the same nodes with this kind's options (a cursor of its own)
+    mine.nodes = s.nodes;
+    mine.options = o;
+    return interleave_allocate(mine, bytes, align);
+  }
+  if (!k.is_strict() && (k.where() == kind::target::fastest || k.where() == kind::target::capacity))
+    return tier_allocate(k.where() == kind::target::fastest ? memory_attribute::bandwidth : memory_attribute::capacity,
+                         bytes, align);
+  const node_id n = kind_node(k);
+  // A strict block larger than what its node can still take would end in the OOM killer at
+  // first touch: refuse it now. The room is the node's free memory, re-read at most every
+  // 10 ms; nothing is taken from it here, since a block freed right after would not give it
+  // back (an allocate/free loop would run the room down to nothing). Small blocks come from
+  // slabs and are not checked one by one.
+  if (k.is_strict() && !is_small(bytes, align)) {
+    const std::uint64_t room = node_room(n);
+    if (room != room_unknown && room < bytes) throw_bad_alloc();
+  }
+  return allocate_or_throw(bytes, align, n, o);
+}
+
+/// Resizes the live block `p` (not null) to `bytes` (0: frees it, nullptr): the same block
+/// when its size class (a slab block) or page count (a mapping of its own) is already right, else a block from
+/// `allocate(bytes)` (which throws or returns nullptr on failure, leaving `p` as it was) with
+/// the contents copied up to the smaller size.
+template <class Allocate>
+void* reallocate_with(void* p, std::size_t bytes, Allocate&& allocate) {
+  if (bytes == 0) {
+    numa_free(p);
+    return nullptr;
+  }
+  const std::size_t have = numa_usable_size(p);
+  const std::size_t align = alignof(std::max_align_t);
+  if (slabs.holds(p)) {
+    if (is_small(bytes, align) && class_bytes(size_class(bytes, align)) == have) return p;
+  } else if (align_up(bytes, page_size()) == have) {  // a mapping of its own keeps its pages
+    return p;
+  }
+  void* q = allocate(bytes);
+  if (q == nullptr) return nullptr;
+  std::memcpy(q, p, have < bytes ? have : bytes);
+  numa_free(p);
+  return q;
+}
+
+/// Zeroes a fresh block of `bytes` for calloc: a small block is reused and holds old data; a
+/// large one is always a fresh mapping, which the kernel gives zeroed (clearing it would touch
+/// every page for nothing).
+inline void clear_fresh_block(void* p, std::size_t bytes) noexcept {
+  if (p != nullptr && slabs.holds(p)) std::memset(p, 0, bytes);
+}
+
+}  // namespace detail
+
+/**
+ * `bytes` of memory of kind `k`, aligned to `align` (a power of two; default: any object).
+ * Free with deallocate(p), from any thread.
+ *
+ * Thread-safe; small blocks take no system call in the common case.
+ * @throws std::invalid_argument naming `align` when it is not a power of two.
+ * @throws std::bad_alloc when the kind's memory runs out (a strict kind's node has no room).
+ * @throws std::system_error named "mbind" when the kernel refuses a placement it should take.
+ */
+inline void* allocate(const kind& k, std::size_t bytes, std::size_t align = alignof(std::max_align_t)) {
+  if (align == 0 || (align & (align - 1)) != 0)
+    detail::throw_invalid_argument("numaaff::allocate: align " + std::to_string(align) + " is not a power of two");
+  return detail::kind_allocate(k, bytes, align);
+}
+
+/// Same, reporting failure as nullptr + ec (invalid_argument, not_enough_memory, or the
+/// failed call's errno) instead of throwing.
+inline void* allocate(const kind& k, std::size_t bytes, std::size_t align, std::error_code& ec) noexcept {
+  ec.clear();
+  if (align == 0 || (align & (align - 1)) != 0) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return nullptr;
+  }
+  try {
+    return detail::kind_allocate(k, bytes, align);
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  } catch (const std::invalid_argument&) {
+    ec = std::make_error_code(std::errc::invalid_argument);
+  } catch (...) {  // std::bad_alloc and anything else an allocation can meet
+    ec = std::make_error_code(std::errc::not_enough_memory);
+  }
+  return nullptr;
+}
+
+/// Frees a block of any kind, of allocate_on_node or allocate_interleaved, without its size.
+/// nullptr is a no-op. Thread-safe, never throws; aborts with a message for a block freed
+/// twice or a pointer the heap did not give.
+inline void deallocate(void* p) noexcept { detail::numa_free(p); }
+
+/// The bytes the block at `p` can hold (at least what was asked). Aborts with a message for a
+/// pointer that is not the start of a live block of the heap.
+inline std::size_t usable_size(const void* p) noexcept { return detail::numa_usable_size(p); }
+
+/**
+ * The block at `p` resized to `bytes`, of kind `k`: its contents are kept up to the smaller
+ * size. The same block when it already fits and its size class is right (a small block) or
+ * its page count is (a large one); else a new block of kind `k`, the old one freed. nullptr
+ * `p`: allocate(k, bytes). `bytes` 0: frees `p` and returns nullptr.
+ *
+ * @throws as allocate; on a throw, `p` is untouched and still owned by the caller.
+ */
+inline void* reallocate(const kind& k, void* p, std::size_t bytes) {
+  if (p == nullptr) return allocate(k, bytes);
+  return detail::reallocate_with(p, bytes, [&](std::size_t n) { return detail::kind_allocate(k, n, alignof(std::max_align_t)); });
+}
+
+/// A standard allocator of kind `k` (see the file comment). All allocators of equal kinds
+/// are equal: memory of one may be freed by another, from any thread.
+template <class T>
+class kind_allocator : public propagating_allocator {
+ public:
+  using value_type = T;
+  explicit kind_allocator(const kind& k = kind::local()) noexcept : kind_(k) {}
+  template <class U>
+  kind_allocator(const kind_allocator<U>& other) noexcept : kind_(other.memory_kind()) {}
+
+  /// @throws std::bad_alloc when `n` objects do not fit in a size_t or the kind's memory runs out.
+  T* allocate(std::size_t n) {
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) detail::throw_bad_alloc();
+    return static_cast<T*>(detail::kind_allocate(kind_, n * sizeof(T), alignof(T)));
+  }
+  void deallocate(T* p, std::size_t) noexcept { detail::numa_free(p); }
+  const kind& memory_kind() const noexcept { return kind_; }
+
+  template <class U>
+  friend bool operator==(const kind_allocator& a, const kind_allocator<U>& b) noexcept {
+    return a.memory_kind() == b.memory_kind();
+  }
+  template <class U>
+  friend bool operator!=(const kind_allocator& a, const kind_allocator<U>& b) noexcept {
+    return !(a == b);
+  }
+
+ private:
+  kind kind_;
+};
+
+/// A std::pmr resource of kind `k`. Thread-safe; equal to another kind_resource of an equal
+/// kind (their blocks are interchangeable).
+class kind_resource final : public std::pmr::memory_resource {
+ public:
+  explicit kind_resource(const kind& k = kind::local()) noexcept : kind_(k) {}
+  const kind& memory_kind() const noexcept { return kind_; }
+
+ private:
+  void* do_allocate(std::size_t bytes, std::size_t align) override { return numaaff::allocate(kind_, bytes, align); }
+  void do_deallocate(void* p, std::size_t, std::size_t) noexcept override { detail::numa_free(p); }
+  bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
+    const auto* o = dynamic_cast<const kind_resource*>(&other);
+    return o != nullptr && o->kind_ == kind_;
+  }
+  kind kind_;
+};
+
+}  // namespace numaaff

@@ -1,0 +1,184 @@
+// The hbwmalloc API (numaaff/hbwmalloc.h) over the heap by kind: each policy is a kind, the
+// high-bandwidth nodes come from the topology's bandwidth ranking (the HMAT).
+#include <numaaff/hbwmalloc.h>
+
+#include <numaaff/allocator.hpp>
+#include <numaaff/homenode.hpp>
+#include <numaaff/kind.hpp>
+#include <numaaff/placement.hpp>
+#include <numaaff/topology.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <system_error>
+#include <vector>
+
+namespace {
+
+/// The high-bandwidth node for initiator `from`: the first of its bandwidth order when the
+/// firmware gives it more bandwidth than `from`'s own memory; -1 when there is none.
+numaaff::node_id hbw_node_for(const numaaff::topology& t, numaaff::node_id from) {
+  const std::vector<numaaff::node_id> order = t.targets_by(numaaff::memory_attribute::bandwidth, from);
+  if (order.empty()) return -1;
+  const std::uint64_t best = t.bandwidth(from, order.front());
+  return best != 0 && best > t.bandwidth(from, from) ? order.front() : -1;
+}
+
+/// Every node that is the high-bandwidth node of some CPU node, ascending.
+std::vector<numaaff::node_id> hbw_nodes() {
+  const numaaff::topology& t = numaaff::topology::system();
+  std::vector<numaaff::node_id> out;
+  for (numaaff::node_id n : t.cpu_nodes()) {
+    const numaaff::node_id h = hbw_node_for(t, n);
+    if (h >= 0 && std::find(out.begin(), out.end(), h) == out.end()) out.push_back(h);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::atomic<int> policy{HBW_POLICY_PREFERRED};
+std::atomic<bool> policy_set{false};
+std::atomic<bool> allocated_once{false};
+
+/// The interleave state over the high-bandwidth nodes, made once; null when there are none.
+numaaff::detail::interleave_state* hbw_interleave() {
+  static const std::unique_ptr<numaaff::detail::interleave_state> state = [] {
+    std::unique_ptr<numaaff::detail::interleave_state> s;
+    std::vector<numaaff::node_id> nodes = hbw_nodes();
+    if (nodes.empty()) return s;
+    s = std::make_unique<numaaff::detail::interleave_state>();
+    s->nodes = std::move(nodes);
+    s->options.huge_pages = numaaff::huge_page_mode::never;  // the manual: THP off
+    return s;
+  }();
+  return state.get();
+}
+
+/// A block by the current policy, or NULL with errno.
+void* hbw_block(std::size_t size, std::size_t align, numaaff::huge_page_mode pages) noexcept {
+  allocated_once.store(true, std::memory_order_relaxed);
+  void* p = nullptr;
+  int error = 0;
+  try {
+    const int mode = policy.load(std::memory_order_relaxed);
+    if (mode == HBW_POLICY_INTERLEAVE) {
+      numaaff::detail::interleave_state* s = hbw_interleave();
+      if (s == nullptr) throw std::bad_alloc();
+      p = numaaff::detail::interleave_allocate(*s, size, align);
+    } else if (mode == HBW_POLICY_PREFERRED) {
+      p = numaaff::allocate(numaaff::kind::fastest().preferred().with_pages(pages), size, align);
+    } else {  // BIND, BIND_ALL: the caller's high-bandwidth node or nothing
+      const numaaff::node_id h = hbw_node_for(numaaff::topology::system(), numaaff::detail::local_node());
+      if (h < 0) throw std::bad_alloc();
+      p = numaaff::allocate(numaaff::kind::on_node(h).with_pages(pages), size, align);
+    }
+  } catch (const std::system_error& e) {
+    error = e.code().category() == std::generic_category() || e.code().category() == std::system_category()
+                ? e.code().value()
+                : ENOMEM;
+  } catch (...) {
+    error = ENOMEM;
+  }
+  if (p == nullptr) errno = error != 0 ? error : ENOMEM;
+  return p;
+}
+
+int aligned_block(void** memptr, std::size_t alignment, std::size_t size, numaaff::huge_page_mode pages) noexcept {
+  if (memptr == nullptr || alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment % sizeof(void*) != 0)
+    return EINVAL;
+  if (size == 0) {
+    *memptr = nullptr;
+    return 0;
+  }
+  const int saved = errno;
+  void* p = hbw_block(size, alignment, pages);
+  const int e = p == nullptr ? errno : 0;
+  errno = saved;
+  if (p != nullptr) *memptr = p;
+  return e;
+}
+
+}  // namespace
+
+extern "C" {
+
+int hbw_check_available(void) noexcept {
+  try {
+    return hbw_nodes().empty() ? ENODEV : 0;
+  } catch (...) {
+    return ENODEV;
+  }
+}
+
+void* hbw_malloc(size_t size) noexcept {
+  if (size == 0) return nullptr;
+  return hbw_block(size, alignof(std::max_align_t), numaaff::huge_page_mode::per_block);
+}
+
+void* hbw_calloc(size_t nmemb, size_t size) noexcept {
+  if (nmemb == 0 || size == 0) return nullptr;
+  if (nmemb > static_cast<std::size_t>(-1) / size) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  void* p = hbw_malloc(nmemb * size);
+  numaaff::detail::clear_fresh_block(p, nmemb * size);
+  return p;
+}
+
+void* hbw_realloc(void* ptr, size_t size) noexcept {
+  if (ptr == nullptr) return hbw_malloc(size);
+  return numaaff::detail::reallocate_with(ptr, size, [](std::size_t n) { return hbw_malloc(n); });
+}
+
+void hbw_free(void* ptr) noexcept { numaaff::deallocate(ptr); }
+
+size_t hbw_malloc_usable_size(void* ptr) noexcept { return ptr == nullptr ? 0 : numaaff::usable_size(ptr); }
+
+int hbw_posix_memalign(void** memptr, size_t alignment, size_t size) noexcept {
+  return aligned_block(memptr, alignment, size, numaaff::huge_page_mode::per_block);
+}
+
+int hbw_posix_memalign_psize(void** memptr, size_t alignment, size_t size, hbw_pagesize_t pagesize) noexcept {
+  if (pagesize != HBW_PAGESIZE_4KB) return EINVAL;
+  return aligned_block(memptr, alignment, size, numaaff::huge_page_mode::never);
+}
+
+hbw_policy_t hbw_get_policy(void) noexcept { return static_cast<hbw_policy_t>(policy.load(std::memory_order_relaxed)); }
+
+int hbw_set_policy(hbw_policy_t mode) noexcept {
+  if (mode != HBW_POLICY_BIND && mode != HBW_POLICY_PREFERRED && mode != HBW_POLICY_INTERLEAVE &&
+      mode != HBW_POLICY_BIND_ALL)
+    return EINVAL;
+  if (allocated_once.load(std::memory_order_relaxed) || policy_set.exchange(true)) return EPERM;
+  policy.store(mode, std::memory_order_relaxed);
+  return 0;
+}
+
+int hbw_verify_memory_region(void* addr, size_t size, int flags) noexcept {
+  if (addr == nullptr || size == 0 || (flags & ~HBW_TOUCH_PAGES) != 0) return EINVAL;
+  try {
+    if ((flags & HBW_TOUCH_PAGES) != 0) {
+      const std::size_t ps = numaaff::detail::page_size();
+      auto* bytes = static_cast<volatile char*>(addr);
+      const std::uintptr_t first = numaaff::detail::align_down(reinterpret_cast<std::uintptr_t>(addr), ps);
+      for (std::uintptr_t at = first; at < reinterpret_cast<std::uintptr_t>(addr) + size; at += ps) {
+        volatile char* c = at < reinterpret_cast<std::uintptr_t>(addr) ? bytes : reinterpret_cast<volatile char*>(at);
+        *c = *c;
+      }
+    }
+    std::error_code ec;
+    const numaaff::placement p = numaaff::where(addr, size, ec);
+    if (ec) return EFAULT;
+    std::size_t on_hbw = 0;
+    for (numaaff::node_id n : hbw_nodes()) on_hbw += p.pages_on(n);
+    return on_hbw == p.total() ? 0 : -1;
+  } catch (...) {
+    return EFAULT;
+  }
+}
+
+}  // extern "C"

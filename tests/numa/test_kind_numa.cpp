@@ -1,0 +1,97 @@
+// The heap by kind on several nodes (VM), every page checked with a raw move_pages query:
+// node kinds put every page of every block on their node at every size; local follows the
+// thread; interleave spreads a large block evenly; in the tiered guest fastest lands on its
+// HBM-like node 2 and hbwmalloc's default policy does too (tests/vm/README.md gives the layout).
+#include <numaaff/hbwmalloc.h>
+#include <numaaff/kind.hpp>
+
+#include "../common/numa_test.hpp"
+#include "../common/placement_check.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+#include <vector>
+
+using numaaff::kind;
+using numaaff_test::query_pages;
+using numaaff_test::sysfs_nodes;
+
+namespace {
+const std::size_t sizes[] = {16, 48, 64, 1000, 4096, 32 * 1024, 32 * 1024 + 1, 1 << 20, (4 << 20) + 4096};
+}
+
+TEST(KindNuma, ANodeKindPutsEveryPageOfEveryBlockOnItsNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  for (int n : sysfs_nodes())
+    for (std::size_t bytes : sizes) {
+      std::vector<void*> blocks;
+      const int count = bytes > 32 * 1024 ? 4 : 64;  // small: more than one slab page; large: within 256 MiB
+      for (int i = 0; i < count; ++i) {
+        void* p = numaaff::allocate(kind::on_node(n), bytes);
+        std::memset(p, 1, bytes);
+        blocks.push_back(p);
+      }
+      for (void* p : blocks) {
+        const auto raw = query_pages(p, bytes);
+        ASSERT_EQ(raw.on(n), raw.total) << bytes << " bytes on node " << n;
+      }
+      for (void* p : blocks) numaaff::deallocate(p);
+    }
+}
+
+TEST(KindNuma, TheLocalKindFollowsTheAllocatingThread) {
+  NUMAAFF_REQUIRE_NODES(2);
+  for (int n : numaaff::topology::system().cpu_nodes())
+    std::thread([&] {
+      numaaff::pin_this_thread(n);
+      for (std::size_t bytes : {std::size_t{64}, std::size_t{1} << 20}) {
+        void* p = numaaff::allocate(kind::local(), bytes);
+        std::memset(p, 1, bytes);
+        const auto raw = query_pages(p, bytes);
+        EXPECT_EQ(raw.on(n), raw.total) << bytes << " bytes from node " << n;
+        numaaff::deallocate(p);
+      }
+    }).join();
+}
+
+TEST(KindNuma, InterleaveSpreadsALargeBlockWithinOnePercentPerNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::size_t bytes = std::size_t{32} << 20;
+  auto* p = static_cast<char*>(numaaff::allocate(kind::interleave(), bytes));
+  std::memset(p, 1, bytes);
+  const auto raw = query_pages(p, bytes);
+  const std::vector<int> nodes = sysfs_nodes();
+  const double share = static_cast<double>(raw.total) / static_cast<double>(nodes.size());
+  for (int n : nodes)
+    EXPECT_NEAR(static_cast<double>(raw.on(n)), share, share * 0.01) << "node " << n << " of " << raw.total << " pages";
+  numaaff::deallocate(p);
+}
+
+TEST(KindNuma, FastestAndHbwMallocLandOnTheHbmNodeOfTheTieredGuest) {
+  NUMAAFF_REQUIRE_MEMORY_TIERS();
+  std::thread([] {
+    numaaff::pin_this_thread(0);
+    const int hbm = 2;  // the tiered guest: node 2, 40 GB/s from node 0 against 20 GB/s locally
+    for (std::size_t bytes : {std::size_t{64}, std::size_t{1} << 20}) {
+      void* p = numaaff::allocate(kind::fastest(), bytes);
+      std::memset(p, 1, bytes);
+      EXPECT_EQ(query_pages(p, bytes).on(hbm), query_pages(p, bytes).total) << "fastest, " << bytes << " bytes";
+      numaaff::deallocate(p);
+    }
+    EXPECT_EQ(hbw_check_available(), 0);
+    for (std::size_t bytes : {std::size_t{64}, std::size_t{3} << 20}) {
+      void* h = hbw_malloc(bytes);
+      ASSERT_NE(h, nullptr);
+      std::memset(h, 1, bytes);
+      EXPECT_EQ(query_pages(h, bytes).on(hbm), query_pages(h, bytes).total) << "hbw_malloc, " << bytes << " bytes";
+      EXPECT_EQ(hbw_verify_memory_region(h, bytes, 0), 0);
+      hbw_free(h);
+    }
+    void* c = numaaff::allocate(kind::capacity(), std::size_t{1} << 20);
+    std::memset(c, 1, std::size_t{1} << 20);
+    EXPECT_EQ(query_pages(c, std::size_t{1} << 20).per_node.size(), 1u) << "capacity: one node for the block";
+    numaaff::deallocate(c);
+  }).join();
+}

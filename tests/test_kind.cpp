@@ -1,0 +1,240 @@
+// The heap by kind (kind.hpp) on this host: every kind allocates, frees without its size and
+// resizes; misuse aborts; strict kinds refuse what their node has no room for; blocks of a
+// strict and a preferred kind never share a page; the allocator and resource forms; fork;
+// cross-thread frees with a bounded resident size. Placement on several nodes is in
+// tests/numa/test_kind_numa.cpp.
+#include <numaaff/kind.hpp>
+
+#include "common/exceptions.hpp"
+#include "common/placement_check.hpp"
+#include "common/process.hpp"
+#include "common/sanitizers.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdint>
+#include <cstring>
+#include <memory_resource>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+using numaaff::kind;
+
+namespace {
+
+const std::vector<kind>& every_kind() {
+  static const std::vector<kind> kinds = {
+      kind::local(),          kind::on_node(numaaff_test::sysfs_nodes().front()), kind::interleave(),
+      kind::fastest(),        kind::capacity(),
+      kind::local().preferred(), kind::interleave().preferred(), kind::fastest().preferred(),
+      kind::capacity().preferred(), kind::local().with_pages(numaaff::huge_page_mode::never),
+      kind::local().with_pages(numaaff::huge_page_mode::always)};
+  return kinds;
+}
+
+const std::size_t sizes[] = {1, 16, 17, 64, 1000, 4096, 32 * 1024, 32 * 1024 + 1, 1 << 20, (4 << 20) + 3};
+
+}  // namespace
+
+TEST(Kind, EveryKindAllocatesWritesAndFreesWithoutItsSize) {
+  for (const kind& k : every_kind())
+    for (std::size_t bytes : sizes) {
+      auto* p = static_cast<unsigned char*>(numaaff::allocate(k, bytes));
+      ASSERT_NE(p, nullptr);
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % alignof(std::max_align_t), 0u);
+      EXPECT_GE(numaaff::usable_size(p), bytes);
+      std::memset(p, 0x5a, bytes);
+      const numaaff_test::raw_placement raw = numaaff_test::query_pages(p, bytes);
+      EXPECT_EQ(raw.unpopulated + raw.other_errors, 0u) << bytes << " bytes: every written page is resident";
+      numaaff::deallocate(p);
+    }
+}
+
+TEST(Kind, AlignmentsArePowersOfTwoAndHonoured) {
+  for (std::size_t align : {std::size_t{16}, std::size_t{64}, std::size_t{4096}, std::size_t{65536}, std::size_t{2} << 20}) {
+    void* p = numaaff::allocate(kind::local(), 100, align);
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % align, 0u) << align;
+    numaaff::deallocate(p);
+  }
+  const std::string what = numaaff_test::what_of<std::invalid_argument>([] { numaaff::allocate(kind::local(), 64, 48); });
+  EXPECT_NE(what.find("align"), std::string::npos) << what;
+  std::error_code ec;
+  EXPECT_EQ(numaaff::allocate(kind::local(), 64, 0, ec), nullptr);
+  EXPECT_EQ(ec, std::errc::invalid_argument);
+}
+
+TEST(Kind, AnUnknownNodeIsAnInvalidArgumentNamingIt) {
+  const std::string what = numaaff_test::what_of<std::invalid_argument>([] { (void)kind::on_node(4096); });
+  EXPECT_NE(what.find("node"), std::string::npos) << what;
+  EXPECT_THROW((void)kind::on_node(-1), std::invalid_argument);
+}
+
+TEST(Kind, ReallocateKeepsTheContentsAndTheBlockWhenItFits) {
+  for (const kind& k : every_kind()) {
+    auto* p = static_cast<unsigned char*>(numaaff::allocate(k, 64));
+    for (int i = 0; i < 64; ++i) p[i] = static_cast<unsigned char>(i);
+    if (numaaff::detail::slabs.holds(p)) {
+      EXPECT_EQ(numaaff::reallocate(k, p, 60), p) << "the same size class";
+    } else {  // huge pages everywhere: a 2 MiB-aligned mapping of one page
+      EXPECT_EQ(numaaff::reallocate(k, p, 4000), p) << "the same pages";
+    }
+    std::size_t have = 64;
+    for (std::size_t bytes = 128; bytes <= (1u << 20); bytes *= 2) {  // 64 B -> 1 MiB
+      p = static_cast<unsigned char*>(numaaff::reallocate(k, p, bytes));
+      ASSERT_NE(p, nullptr);
+      for (std::size_t i = 0; i < 64; ++i) ASSERT_EQ(p[i], i) << "grown to " << bytes;
+      std::memset(p + have, 0x11, bytes - have);
+      for (std::size_t i = 64; i < bytes; ++i) ASSERT_EQ(p[i], 0x11) << "grown to " << bytes;
+      have = bytes;
+    }
+    void* same = numaaff::reallocate(k, p, (1u << 20) - 100);
+    EXPECT_EQ(same, p) << "the same pages";
+    p = static_cast<unsigned char*>(numaaff::reallocate(k, p, 10));  // shrink to small
+    for (std::size_t i = 0; i < 10; ++i) ASSERT_EQ(p[i], i);
+    EXPECT_EQ(numaaff::reallocate(k, p, 0), nullptr) << "size 0 frees";
+  }
+  void* fresh = numaaff::reallocate(kind::local(), nullptr, 100);
+  EXPECT_GE(numaaff::usable_size(fresh), 100u);
+  numaaff::deallocate(fresh);
+  numaaff::deallocate(nullptr);
+}
+
+TEST(Kind, AStrictKindRefusesABlockItsNodeHasNoRoomFor) {
+  const int node = numaaff_test::sysfs_nodes().front();
+  const std::uint64_t room = numaaff::detail::node_room(node);
+  if (room == numaaff::detail::room_unknown) GTEST_SKIP() << "the node's free memory cannot be read here";
+  const std::size_t too_much = static_cast<std::size_t>(room) + (std::size_t{1} << 30);
+  EXPECT_THROW(numaaff::allocate(kind::on_node(node), too_much), std::bad_alloc);
+  std::error_code ec;
+  EXPECT_EQ(numaaff::allocate(kind::on_node(node), too_much, alignof(std::max_align_t), ec), nullptr);
+  EXPECT_EQ(ec, std::errc::not_enough_memory);
+  // A preferred kind may spill: it maps the block (never touched here).
+  void* p = numaaff::allocate(kind::on_node(node).preferred(), too_much);
+  EXPECT_NE(p, nullptr);
+  numaaff::deallocate(p);
+}
+
+// A strict block's page keeps only blocks that must stay on the node, so moving or spilling a
+// preferred one never drags it along (before the slab families, a preferred small block was a
+// page-sized mapping of its own; now the families keep them apart).
+TEST(Kind, StrictAndPreferredBlocksNeverShareAPage) {
+  const std::uintptr_t ps = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  std::set<std::uintptr_t> strict_pages, preferred_pages;
+  std::vector<void*> blocks;
+  for (int i = 0; i < 2000; ++i) {
+    void* s = numaaff::allocate(kind::local(), 48);
+    void* q = numaaff::allocate(kind::local().preferred(), 48);
+    strict_pages.insert(reinterpret_cast<std::uintptr_t>(s) / ps);
+    preferred_pages.insert(reinterpret_cast<std::uintptr_t>(q) / ps);
+    blocks.push_back(s);
+    blocks.push_back(q);
+  }
+  for (std::uintptr_t page : strict_pages) ASSERT_EQ(preferred_pages.count(page), 0u) << "page " << page;
+  EXPECT_LT(preferred_pages.size(), 100u) << "preferred small blocks share slabs, not a page each";
+  for (void* b : blocks) numaaff::deallocate(b);
+}
+
+TEST(KindDeath, ADoubleFreeAForeignPointerAndAnInnerPointerAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        void* p = numaaff::allocate(kind::local(), 64);
+        numaaff::deallocate(p);
+        numaaff::deallocate(p);
+      },
+      "double free");
+  EXPECT_DEATH(
+      {
+        void* p = numaaff::allocate(kind::local(), 1 << 20);
+        numaaff::deallocate(p);
+        numaaff::deallocate(p);
+      },
+      "did not allocate, or a double free");
+  EXPECT_DEATH(
+      {
+        static int on_stack_like = 0;
+        numaaff::deallocate(&on_stack_like);
+      },
+      "did not allocate");
+  EXPECT_DEATH(
+      {
+        auto* p = static_cast<char*>(numaaff::allocate(kind::local(), 256));
+        numaaff::deallocate(p + 16);
+      },
+      "inside a block");
+  EXPECT_DEATH(
+      {
+        void* p = numaaff::allocate(kind::local(), 64);
+        numaaff::deallocate(p);
+        (void)numaaff::usable_size(p);
+      },
+      "freed block");
+}
+
+TEST(Kind, TheAllocatorAndTheResourceFormsUseTheHeap) {
+  std::vector<int, numaaff::kind_allocator<int>> v(numaaff::kind_allocator<int>(kind::interleave()));
+  for (int i = 0; i < 100000; ++i) v.push_back(i);
+  EXPECT_GE(numaaff::usable_size(v.data()), v.capacity() * sizeof(int));
+  EXPECT_EQ(numaaff::kind_allocator<int>(kind::local()), numaaff::kind_allocator<double>(kind::local()));
+  EXPECT_NE(numaaff::kind_allocator<int>(kind::local()), numaaff::kind_allocator<int>(kind::local().preferred()));
+  numaaff::kind_resource fast(kind::fastest()), fast2(kind::fastest()), cap(kind::capacity());
+  EXPECT_TRUE(fast.is_equal(fast2));
+  EXPECT_FALSE(fast.is_equal(cap));
+  std::pmr::vector<double> w(&fast);
+  w.assign(5000, 2.5);
+  EXPECT_GE(numaaff::usable_size(w.data()), 5000 * sizeof(double));
+}
+
+TEST(Kind, AForkedChildsHeapWorks) {
+  std::vector<void*> held;
+  std::atomic<bool> stop{false};
+  std::thread churn([&] {  // another thread inside the heap while the parent forks
+    while (!stop.load()) numaaff::deallocate(numaaff::allocate(kind::local(), 80));
+  });
+  for (int round = 0; round < 20; ++round) {
+    const std::string how = numaaff_test::run_in_child(20, [] {
+      try {
+        for (int i = 0; i < 10000; ++i) {
+          void* p = numaaff::allocate(kind::local(), static_cast<std::size_t>(16 + i % 3000));
+          void* q = numaaff::reallocate(kind::local(), p, 40000);
+          numaaff::deallocate(q);
+        }
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child: %s\n", e.what());
+        return 1;
+      }
+      return 0;
+    });
+    EXPECT_EQ(how, "") << "round " << round;
+  }
+  stop = true;
+  churn.join();
+}
+
+// Blocks allocated on one thread and freed on another go back to their node's lists, and the
+// heap reuses them: the resident size stays bounded over many rounds.
+TEST(Kind, CrossThreadFreesKeepTheResidentSizeBounded) {
+  if (numaaff_test::address_sanitizer) GTEST_SKIP() << "ASan keeps freed memory in quarantine: no bound to see";
+  constexpr int rounds = 40, per_round = 20000;
+  std::size_t after_first = 0;
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<void*> blocks(per_round);
+    std::thread producer([&] {
+      for (int i = 0; i < per_round; ++i) {
+        blocks[static_cast<std::size_t>(i)] = numaaff::allocate(kind::local(), static_cast<std::size_t>(16 << (i % 7)));
+        std::memset(blocks[static_cast<std::size_t>(i)], 1, 16);
+      }
+    });
+    producer.join();
+    std::thread consumer([&] {
+      for (void* b : blocks) numaaff::deallocate(b);
+    });
+    consumer.join();
+    if (r == 1) after_first = numaaff_test::status_kib("VmRSS:");
+  }
+  EXPECT_LE(numaaff_test::status_kib("VmRSS:"), after_first + 8 * 1024) << "resident KiB after round 2: " << after_first;
+}
