@@ -1,7 +1,11 @@
-// Small-object allocate+free rate of numaaff's node_resource / node_allocator against glibc
-// malloc and libnuma's numa_alloc_onnode, single- and multi-threaded.
+// Small-object allocate+free rate of numaaff's node_resource / node_allocator and of the heap
+// by kind (allocate(kind::local()) + deallocate(p), no size) against malloc and libnuma's
+// numa_alloc_onnode, single- and multi-threaded. malloc is glibc's, or whichever allocator
+// LD_PRELOAD puts first (benchmarks/README.md runs it under mimalloc, jemalloc and tcmalloc:
+// the heap by kind must reach 1.0x of the best of them).
 // Targets (issue 4): >= 0.8x malloc's rate and >= 50x numa_alloc_onnode's.
 #include <numaaff/allocator.hpp>
+#include <numaaff/kind.hpp>
 
 #include "ratio_report.hpp"
 
@@ -9,6 +13,7 @@
 #include <numa.h>
 
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 namespace {
@@ -50,6 +55,18 @@ void bm_node_allocator(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);
 }
 
+void bm_kind_local(benchmark::State& state) {
+  const auto size = static_cast<std::size_t>(state.range(0));
+  const numaaff::kind local = numaaff::kind::local();
+  void* p[batch];
+  for (auto _ : state) {
+    for (int i = 0; i < batch; ++i) p[i] = numaaff::allocate(local, size);
+    benchmark::DoNotOptimize(p);
+    for (int i = 0; i < batch; ++i) numaaff::deallocate(p[i]);
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+
 void bm_numa_alloc_onnode(benchmark::State& state) {
   const auto size = static_cast<std::size_t>(state.range(0));
   const int node = numaaff::topology::system().nodes().front();
@@ -66,7 +83,8 @@ void bm_numa_alloc_onnode(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);
 }
 
-BENCHMARK(bm_malloc)->Arg(64)->Arg(1024)->ThreadRange(1, 2)->UseRealTime();
+BENCHMARK(bm_malloc)->Arg(16)->Arg(64)->Arg(1024)->ThreadRange(1, 2)->UseRealTime();
+BENCHMARK(bm_kind_local)->Arg(16)->Arg(64)->Arg(1024)->ThreadRange(1, 2)->UseRealTime();
 BENCHMARK(bm_node_resource)->Arg(64)->Arg(1024)->ThreadRange(1, 2)->UseRealTime();
 BENCHMARK(bm_node_allocator)->Arg(64)->Arg(1024)->ThreadRange(1, 2)->UseRealTime();
 BENCHMARK(bm_numa_alloc_onnode)->Arg(64)->Arg(1024)->ThreadRange(1, 2)->UseRealTime();
@@ -76,6 +94,14 @@ BENCHMARK(bm_numa_alloc_onnode)->Arg(64)->Arg(1024)->ThreadRange(1, 2)->UseRealT
 int main(int argc, char** argv) {
   using numaaff_bench::ratio;
   std::vector<ratio> ratios;
+  const char* preloaded = std::getenv("LD_PRELOAD");
+  const std::string malloc_name = preloaded != nullptr && *preloaded != '\0' ? std::string("malloc of ") + preloaded : "glibc malloc";
+  for (const char* size : {"16", "64", "1024"})
+    for (const char* threads : {"threads:1", "threads:2"}) {
+      const std::string suffix = std::string("/") + size + "/real_time/" + threads;
+      ratios.push_back({"bm_kind_local" + suffix, "bm_malloc" + suffix, ratio::measure::rate, 1.0,
+                        "kind::local() vs " + malloc_name + ", " + size + " B, " + threads});
+    }
   for (const char* size : {"64", "1024"}) {
     for (const char* threads : {"threads:1", "threads:2"}) {
       const std::string suffix = std::string("/") + size + "/real_time/" + threads;

@@ -176,7 +176,7 @@ TEST(KindDeath, ADoubleFreeAForeignPointerAndAnInnerPointerAbort) {
 }
 
 TEST(Kind, TheAllocatorAndTheResourceFormsUseTheHeap) {
-  std::vector<int, numaaff::kind_allocator<int>> v(numaaff::kind_allocator<int>(kind::interleave()));
+  std::vector<int, numaaff::kind_allocator<int>> v{numaaff::kind_allocator<int>(kind::interleave())};
   for (int i = 0; i < 100000; ++i) v.push_back(i);
   EXPECT_GE(numaaff::usable_size(v.data()), v.capacity() * sizeof(int));
   EXPECT_EQ(numaaff::kind_allocator<int>(kind::local()), numaaff::kind_allocator<double>(kind::local()));
