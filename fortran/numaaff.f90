@@ -68,11 +68,12 @@ module numaaff
   integer(c_int), parameter :: numaaff_kind_preferred = 1, numaaff_kind_pages_default = 0
   integer(c_int), parameter :: numaaff_kind_pages_no_huge = 16, numaaff_kind_pages_thp = 32
 
-  ! The library's constant kinds (NUMAAFF_KIND_LOCAL and the others), read-only.
-  type(numaaff_kind), bind(C, name="NUMAAFF_KIND_LOCAL"), protected :: numaaff_kind_local
-  type(numaaff_kind), bind(C, name="NUMAAFF_KIND_INTERLEAVE"), protected :: numaaff_kind_interleave
-  type(numaaff_kind), bind(C, name="NUMAAFF_KIND_FASTEST"), protected :: numaaff_kind_fastest
-  type(numaaff_kind), bind(C, name="NUMAAFF_KIND_CAPACITY"), protected :: numaaff_kind_capacity
+  ! The constant kinds (numaaff.h's NUMAAFF_KIND_LOCAL and the others): the same values as
+  ! parameters, so that no Fortran copy of a C variable can shadow them.
+  type(numaaff_kind), parameter :: numaaff_kind_local = numaaff_kind(numaaff_kind_target_local, -1, 0)
+  type(numaaff_kind), parameter :: numaaff_kind_interleave = numaaff_kind(numaaff_kind_target_interleave, -1, 0)
+  type(numaaff_kind), parameter :: numaaff_kind_fastest = numaaff_kind(numaaff_kind_target_fastest, -1, 0)
+  type(numaaff_kind), parameter :: numaaff_kind_capacity = numaaff_kind(numaaff_kind_target_capacity, -1, 0)
 
   interface
     integer(c_int) function numaaff_node_count() bind(C, name="numaaff_node_count")

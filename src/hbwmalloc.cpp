@@ -12,7 +12,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <memory>
 #include <system_error>
 #include <vector>
 
@@ -43,18 +42,18 @@ std::atomic<int> policy{HBW_POLICY_PREFERRED};
 std::atomic<bool> policy_set{false};
 std::atomic<bool> allocated_once{false};
 
-/// The interleave state over the high-bandwidth nodes, made once; null when there are none.
+/// The interleave state over the high-bandwidth nodes, made once and never destroyed (a
+/// thread or an atexit handler may still allocate during exit); null when there are none.
 numaaff::detail::interleave_state* hbw_interleave() {
-  static const std::unique_ptr<numaaff::detail::interleave_state> state = [] {
-    std::unique_ptr<numaaff::detail::interleave_state> s;
+  static numaaff::detail::interleave_state* const state = []() -> numaaff::detail::interleave_state* {
     std::vector<numaaff::node_id> nodes = hbw_nodes();
-    if (nodes.empty()) return s;
-    s = std::make_unique<numaaff::detail::interleave_state>();
+    if (nodes.empty()) return nullptr;
+    auto* s = new numaaff::detail::interleave_state();
     s->nodes = std::move(nodes);
     s->options.huge_pages = numaaff::huge_page_mode::never;  // the manual: THP off
     return s;
   }();
-  return state.get();
+  return state;
 }
 
 /// A block by the current policy, or NULL with errno.

@@ -11,9 +11,9 @@
  * - HBW_POLICY_PREFERRED (the default): the nearest high-bandwidth node while it has room,
  *   then standard memory nearest first (numaaff_kind_with(NUMAAFF_KIND_FASTEST, PREFERRED)).
  *   With no high-bandwidth memory: standard memory.
- * - HBW_POLICY_BIND and HBW_POLICY_BIND_ALL: only the nearest high-bandwidth node; a block it
- *   has no room for is NULL/ENOMEM (as is every block where there is none). numaaff checks
- *   the room at allocation; memory taken by others between then and the first touch can still
+ * - HBW_POLICY_BIND and HBW_POLICY_BIND_ALL: only the nearest high-bandwidth node; a block over
+ *   32 KiB it has no room for is NULL/ENOMEM (as is every block where there is none). numaaff
+ *   checks the room of large blocks at allocation, small ones come from bound slabs; memory taken by others between then and the first touch can still
  *   meet the OOM killer, as the manual says of memkind. BIND_ALL binds to the nearest node too.
  * - HBW_POLICY_INTERLEAVE: pages interleaved over every high-bandwidth node, no transparent
  *   huge pages.
@@ -62,7 +62,8 @@ typedef enum {
 /** hbw_verify_memory_region: touch each page (read and write back its first byte) first. */
 #define HBW_TOUCH_PAGES (1 << 0)
 
-/** 0 when the caller's node has high-bandwidth memory, else ENODEV. */
+/** 0 when the system has high-bandwidth memory (some CPU node has a faster node), else
+ *  ENODEV, as memkind's. */
 NUMAAFF_C_API int hbw_check_available(void) NUMAAFF_C_NOEXCEPT;
 /** `size` bytes by the policy; NULL for 0, or NULL and errno (ENOMEM) on failure. */
 NUMAAFF_C_API void* hbw_malloc(size_t size) NUMAAFF_C_NOEXCEPT;

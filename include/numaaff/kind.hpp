@@ -10,11 +10,14 @@
  *   large block page by page, small blocks round-robin, as allocate_interleaved.
  * - `kind::fastest()`: the highest-bandwidth memory for the caller's node by the firmware's
  *   HMAT (HBM, say); without an HMAT, the nearest memory, i.e. local DRAM.
- * - `kind::capacity()`: the memory near the caller with the most room now (a CXL expander).
- * and how: `strict()` (the default) keeps every page on the chosen node and fails with
- * std::bad_alloc (NULL/ENOMEM in C) when it has no room for the block; `preferred()` lets the
- * pages spill, in attribute order for fastest and capacity (as tier_allocator does), else
- * where the kernel's fallback puts them; `with_pages(huge_page_mode)` picks transparent huge
+ * - `kind::capacity()`: the memory with the most room now (ties: the nearest), e.g. a CXL
+ *   expander.
+ * and how: `strict()` (the default) keeps every page on the chosen node (MPOL_BIND); a large
+ * block bigger than the node's free memory at allocation fails with std::bad_alloc
+ * (NULL/ENOMEM in C). Small blocks are not checked one by one, and memory others take between
+ * the allocation and the first touch still meets the OOM killer, as with any MPOL_BIND.
+ * `preferred()` lets the pages spill: a large block of fastest or capacity in attribute order
+ * (as tier_allocator does), everything else where the kernel's fallback puts them; `with_pages(huge_page_mode)` picks transparent huge
  * pages (per_block, the default: none shared by two blocks; never; always).
  *
  * One heap holds every kind: the slabs of allocator.hpp (256 KiB, bound to one node, one
@@ -71,7 +74,7 @@ class kind {
   static kind interleave() noexcept { return kind(target::interleave, -1); }
   /// The highest-bandwidth memory for the caller's node (local DRAM without an HMAT).
   static kind fastest() noexcept { return kind(target::fastest, -1); }
-  /// The memory near the caller with the most room now.
+  /// The memory with the most room now (ties: the nearest to the caller).
   static kind capacity() noexcept { return kind(target::capacity, -1); }
 
   /// This kind, with every page on its node (the default); no room: the allocation fails.
@@ -137,12 +140,19 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
   if (k.where() == kind::target::interleave) {
     interleave_state& s = *default_interleave_state();
     if (s.options == o) return interleave_allocate(s, bytes, align);
-    interleave_state mine;  // the same nodes with this kind's options (a cursor of its own)
+    // Other options: small blocks take turns on the shared cursor; a large block is
+    // interleaved page by page, so a state of its own (no cursor needed) carries the options.
+    if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), o);
+    interleave_state mine;
     mine.nodes = s.nodes;
     mine.options = o;
     return interleave_allocate(mine, bytes, align);
   }
-  if (!k.is_strict() && (k.where() == kind::target::fastest || k.where() == kind::target::capacity))
+  // A preferred large block of a tier spills in attribute order, segment by segment
+  // (tier_allocate); small blocks, and blocks with a huge-page choice of their own, are
+  // preferred on the tier's first node and spill where the kernel's fallback puts them.
+  if (!k.is_strict() && (k.where() == kind::target::fastest || k.where() == kind::target::capacity) &&
+      !is_small(bytes, align) && k.pages() == numaaff::huge_page_mode::per_block)
     return tier_allocate(k.where() == kind::target::fastest ? memory_attribute::bandwidth : memory_attribute::capacity,
                          bytes, align);
   const node_id n = kind_node(k);
@@ -236,9 +246,9 @@ inline void deallocate(void* p) noexcept { detail::numa_free(p); }
 inline std::size_t usable_size(const void* p) noexcept { return detail::numa_usable_size(p); }
 
 /**
- * The block at `p` resized to `bytes`, of kind `k`: its contents are kept up to the smaller
- * size. The same block when it already fits and its size class is right (a small block) or
- * its page count is (a large one); else a new block of kind `k`, the old one freed. nullptr
+ * The block at `p` resized to `bytes`: its contents are kept up to the smaller size. The same
+ * block, where it already is, when its size class (a small block) or page count (a large
+ * one) is already right; else a new block of kind `k`, the old one freed. nullptr
  * `p`: allocate(k, bytes). `bytes` 0: frees `p` and returns nullptr.
  *
  * @throws as allocate; on a throw, `p` is untouched and still owned by the caller.

@@ -126,9 +126,11 @@ NUMAAFF_C_API void numaaff_free(void* p, size_t bytes) NUMAAFF_C_NOEXCEPT;
  *   large blocks page by page, small blocks round-robin;
  * - NUMAAFF_KIND_FASTEST: the highest-bandwidth memory for the caller's node by the HMAT
  *   (HBM); without an HMAT, local DRAM;
- * - NUMAAFF_KIND_CAPACITY: the memory near the caller with the most room now (CXL);
+ * - NUMAAFF_KIND_CAPACITY: the memory with the most room now, ties nearest first (CXL);
  * - numaaff_kind_onnode(node): that node.
- * All are strict (every page there; no room: NULL/ENOMEM); numaaff_kind_with makes a
+ * All are strict (every page there, MPOL_BIND; a block over 32 KiB larger than the node's
+ * free memory at allocation: NULL/ENOMEM; memory taken by others before the first touch
+ * still meets the OOM killer, as with any MPOL_BIND); numaaff_kind_with makes a
  * preferred form (pages spill: in attribute order for fastest and capacity) or picks huge
  * pages. Any thread frees any block. A double free, or a pointer the heap did not give,
  * writes a message to stderr and aborts. One node or a sandbox: every kind is node 0's memory.
@@ -167,14 +169,14 @@ NUMAAFF_C_API extern const numaaff_kind NUMAAFF_KIND_CAPACITY;
  *  EINVAL (this call cannot fail). */
 NUMAAFF_C_API numaaff_kind numaaff_kind_onnode(int node) NUMAAFF_C_NOEXCEPT;
 /** `base` with `options` (NUMAAFF_KIND_PREFERRED and at most one NUMAAFF_KIND_PAGES_*) in
- *  `*out`. EINVAL for an unknown option or base, or a NULL `out`. */
+ *  `*out`: the options replace the base's (pass every option the kind should have). EINVAL for an unknown option or base, or a NULL `out`. */
 NUMAAFF_C_API int numaaff_kind_with(numaaff_kind base, unsigned options, numaaff_kind* out) NUMAAFF_C_NOEXCEPT;
 /** 1 when `a` and `b` place memory alike, else 0. */
 NUMAAFF_C_API int numaaff_kind_equal(numaaff_kind a, numaaff_kind b) NUMAAFF_C_NOEXCEPT;
 
 /** `bytes` of kind `k` (aligned for any object). `bytes` 0 gives a unique pointer to free.
  *  NULL and errno on failure: EINVAL (invalid kind), ENOMEM (a strict kind's node has no
- *  room, or memory ran out), or the errno of a placement the kernel refused. */
+ *  room for a large block, or memory ran out), or the errno of a placement the kernel refused. */
 NUMAAFF_C_API void* numaaff_kind_malloc(numaaff_kind k, size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** `count * bytes` zeroed bytes of kind `k`; NULL/ENOMEM when the product overflows. */
 NUMAAFF_C_API void* numaaff_kind_calloc(numaaff_kind k, size_t count, size_t bytes) NUMAAFF_C_NOEXCEPT;

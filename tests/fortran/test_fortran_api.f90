@@ -13,6 +13,8 @@ program test_fortran_api
   type(numaaff_next_touch_stats) :: st
   character(len=:), allocatable :: text
   integer(c_signed_char), pointer :: b(:)
+  type(numaaff_kind) :: k
+  real(c_double), pointer :: x(:, :)
 
   call check(numaaff_node_count() >= 1, 'node_count')
   ierr = numaaff_nodes(nodes, 1024_c_size_t, count)
@@ -90,6 +92,26 @@ program test_fortran_api
              st%handler_ns > 0, 'get_next_touch_stats')
   call check(numaaff_place_blocks_on_next_touch(p, bytes, 3 * page, owners, 2_c_size_t) == 22, 'too few owners')
   call numaaff_free(p, bytes)
+
+  ! The heap by kind: constant kinds, a kind with options, size-less free, realloc.
+  p = numaaff_kind_malloc(numaaff_kind_local, 8_c_size_t * 100 * 50)
+  call check(c_associated(p), 'kind_malloc local')
+  call c_f_pointer(p, x, [100, 50])
+  x = 1.5_c_double
+  call check(numaaff_kind_usable_size(p) >= 8 * 100 * 50, 'kind_usable_size')
+  p = numaaff_kind_realloc(numaaff_kind_interleave, p, 8_c_size_t * 100 * 100)
+  call c_f_pointer(p, x, [100, 100])
+  call check(c_associated(p) .and. all(x(:, 1:50) == 1.5_c_double), 'kind_realloc keeps the contents')
+  call numaaff_kind_free(p)
+  call check(numaaff_kind_with(numaaff_kind_fastest, numaaff_kind_preferred, k) == 0 .and. &
+             numaaff_kind_equal(k, numaaff_kind_fastest) == 0, 'kind_with')
+  p = numaaff_kind_calloc(k, 10_c_size_t, 8_c_size_t)
+  call check(c_associated(p), 'kind_calloc')
+  call numaaff_kind_free(p)
+  call check(.not. c_associated(numaaff_kind_malloc(numaaff_kind_onnode(100000_c_int), 8_c_size_t)), 'kind_onnode bad node')
+  call check(numaaff_kind_posix_memalign(numaaff_kind_capacity, p, 4096_c_size_t, 100_c_size_t) == 0 .and. &
+             c_associated(p), 'kind_posix_memalign')
+  call numaaff_kind_free(p)
   write (*, '(a)') 'Fortran API: all checks passed'
 
 contains

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
 #include <thread>
 #include <vector>
 
@@ -67,6 +68,27 @@ TEST(KindNuma, InterleaveSpreadsALargeBlockWithinOnePercentPerNode) {
   for (int n : nodes)
     EXPECT_NEAR(static_cast<double>(raw.on(n)), share, share * 0.01) << "node " << n << " of " << raw.total << " pages";
   numaaff::deallocate(p);
+}
+
+// Small interleaved blocks take turns over the nodes whatever the kind's options (each option
+// set once had a cursor of its own that started over at every allocation: all on node 0).
+TEST(KindNuma, SmallInterleavedBlocksOfEveryOptionTakeTurnsOverTheNodes) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  for (const kind& k : {kind::interleave(), kind::interleave().preferred(),
+                        kind::interleave().with_pages(numaaff::huge_page_mode::never)}) {
+    std::vector<void*> blocks;
+    std::map<int, int> per_node;
+    for (std::size_t i = 0; i < 40 * nodes.size(); ++i) {
+      void* p = numaaff::allocate(k, 256);
+      std::memset(p, 1, 256);
+      const auto raw = query_pages(p, 256);
+      for (const auto& [node, pages] : raw.per_node) per_node[node] += static_cast<int>(pages);
+      blocks.push_back(p);
+    }
+    for (int n : nodes) EXPECT_GE(per_node[n], 10) << "node " << n << " got " << per_node[n] << " of " << blocks.size() << " blocks";
+    for (void* p : blocks) numaaff::deallocate(p);
+  }
 }
 
 TEST(KindNuma, FastestAndHbwMallocLandOnTheHbmNodeOfTheTieredGuest) {
