@@ -118,13 +118,18 @@ class kind {
 
 namespace detail {
 
+/// The memory tier of a fastest or capacity kind.
+inline memory_attribute tier_of(const kind& k) noexcept {
+  return k.where() == kind::target::fastest ? memory_attribute::bandwidth : memory_attribute::capacity;
+}
+
 /// The node a kind other than interleave resolves to for the calling thread now.
 inline node_id kind_node(const kind& k) {
   switch (k.where()) {
     case kind::target::node: return k.node();
-    case kind::target::local: return local_node();
-    case kind::target::fastest: return tier_order_here(memory_attribute::bandwidth).front();
-    case kind::target::capacity: return tier_order_here(memory_attribute::capacity).front();
+    case kind::target::fastest:
+    case kind::target::capacity: return tier_order_here(tier_of(k)).front();
+    case kind::target::local:
     case kind::target::interleave: break;
   }
   return local_node();
@@ -153,8 +158,7 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
   // preferred on the tier's first node and spill where the kernel's fallback puts them.
   if (!k.is_strict() && (k.where() == kind::target::fastest || k.where() == kind::target::capacity) &&
       !is_small(bytes, align) && k.pages() == numaaff::huge_page_mode::per_block)
-    return tier_allocate(k.where() == kind::target::fastest ? memory_attribute::bandwidth : memory_attribute::capacity,
-                         bytes, align);
+    return tier_allocate(tier_of(k), bytes, align);
   const node_id n = kind_node(k);
   // A strict block larger than what its node can still take would end in the OOM killer at
   // first touch: refuse it now. The room is the node's free memory, re-read at most every
