@@ -198,6 +198,10 @@ TEST(Kind, TheAllocatorAndTheResourceFormsUseTheHeap) {
 }
 
 TEST(Kind, AForkedChildsHeapWorks) {
+  // clang 14's ASan allocator takes no lock around fork (later LLVM releases do): a child forked
+  // while the churn thread is inside ASan's malloc waits forever in its own first malloc. glibc's
+  // malloc, which the heap's system calls use, is fork-safe; the other configurations test this.
+  if (numaaff_test::address_sanitizer) GTEST_SKIP() << "the ASan runtime's allocator is not fork-safe";
   std::vector<void*> held;
   std::atomic<bool> stop{false};
   std::thread churn([&] {  // another thread inside the heap while the parent forks

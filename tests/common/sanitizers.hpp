@@ -29,4 +29,12 @@ inline constexpr bool thread_sanitizer = false;
 inline constexpr bool thread_sanitizer = false;
 #endif
 
+// An unoptimised build (the ASan configuration compiles at -O0 to halve CI's compile time)
+// keeps every frame uninlined: stack budgets are those of the code users run, optimised.
+#if defined(__OPTIMIZE__)
+inline constexpr bool optimized = true;
+#else
+inline constexpr bool optimized = false;
+#endif
+
 }  // namespace numaaff_test
