@@ -125,6 +125,17 @@ bool to_kind(const numaaff_kind& c, numaaff::kind& k) noexcept {
 
 /// A block of C kind `c`: the pointer, or NULL with errno.
 void* kind_block(const numaaff_kind& c, std::size_t bytes, std::size_t align) noexcept {
+  // The fast path, as numaaff::allocate's: a node or local kind with no page choice, from the
+  // thread's cache (a bin holds blocks only of a node that is valid).
+  if ((c.options & ~unsigned{NUMAAFF_KIND_PREFERRED}) == 0) {
+    const bool strict = (c.options & NUMAAFF_KIND_PREFERRED) == 0;
+    void* p = nullptr;
+    if (c.target == NUMAAFF_KIND_TARGET_LOCAL && c.node == -1)
+      p = numaaff::detail::cached_block_on(numaaff::detail::local_node_cached(), strict, bytes, align);
+    else if (c.target == NUMAAFF_KIND_TARGET_NODE)
+      p = numaaff::detail::cached_block_on(c.node, strict, bytes, align);
+    if (p != nullptr) return p;
+  }
   numaaff::kind k = numaaff::kind::local();
   if (!to_kind(c, k)) return allocated(EINVAL, nullptr);
   std::error_code ec;

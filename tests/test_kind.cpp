@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdio>
 #include <new>
@@ -229,6 +231,51 @@ TEST(Kind, AForkedChildsHeapWorks) {
 
 // Blocks allocated on one thread and freed on another go back to their node's lists, and the
 // heap reuses them: the resident size stays bounded over many rounds.
+TEST(Kind, AThreadsCachedBlocksGoBackWhenItExits) {
+  // A thread's cache is plain thread-local data handed back by a pthread key's destructor: a
+  // thread that frees blocks and exits must not strand them. The central list is LIFO, so the
+  // next blocks of that class another thread takes past its own cache are the exited thread's.
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  constexpr std::size_t bytes = 2000, count = 300;
+  std::set<void*> theirs;
+  std::thread([&] {
+    std::vector<void*> blocks;
+    for (std::size_t i = 0; i < count; ++i) blocks.push_back(numaaff::allocate(k, bytes));
+    theirs.insert(blocks.begin(), blocks.end());
+    for (void* b : blocks) numaaff::deallocate(b);
+  }).join();
+  std::vector<void*> mine;
+  for (std::size_t i = 0; i < 3 * count; ++i) mine.push_back(numaaff::allocate(k, bytes));
+  std::size_t reused = 0;
+  for (void* b : mine) reused += theirs.count(b);
+  for (void* b : mine) numaaff::deallocate(b);
+  EXPECT_EQ(reused, count) << "blocks of the exited thread taken again";
+}
+
+TEST(Kind, AThreadLocalsDestructorMayFreeAndAllocate) {
+  // C++ thread_local destructors run before the cache's exit hook, later key destructors after
+  // it: both must find a working heap, and what they free must not be lost.
+  struct holder {
+    void* p = nullptr;
+    ~holder() {
+      numaaff::deallocate(p);
+      numaaff::deallocate(numaaff::allocate(kind::local(), 100));
+    }
+  };
+  static pthread_key_t late;
+  ASSERT_EQ(pthread_key_create(&late, [](void*) { numaaff::deallocate(numaaff::allocate(kind::local(), 48)); }), 0);
+  for (int i = 0; i < 50; ++i)
+    std::thread([] {
+      static thread_local holder h;
+      h.p = numaaff::allocate(kind::local(), 100);
+      pthread_setspecific(late, &h);
+    }).join();
+  pthread_key_delete(late);
+  void* p = numaaff::allocate(kind::local(), 100);
+  EXPECT_NE(p, nullptr);
+  numaaff::deallocate(p);
+}
+
 TEST(Kind, CrossThreadFreesKeepTheResidentSizeBounded) {
   if (numaaff_test::address_sanitizer) GTEST_SKIP() << "ASan keeps freed memory in quarantine: no bound to see";
   constexpr int rounds = 40, per_round = 20000;

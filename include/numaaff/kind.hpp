@@ -6,6 +6,9 @@
  * The model: a `kind` names where a block's pages go, resolved when the block is allocated:
  * - `kind::on_node(n)`: node n.
  * - `kind::local()`: the calling thread's homenode (this_homenode()), else the node it runs on.
+ *   For small blocks the node it runs on is read once per 64 allocations (a getcpu costs more
+ *   than the allocation): a thread the kernel moves gets them on its new node from the 65th
+ *   on at the latest; one pinned by numaaff, or given a homenode, at once.
  * - `kind::interleave()`: over the nodes (`NUMAAFF_INTERLEAVE_NODES`, else every node): a
  *   large block page by page, small blocks round-robin, as allocate_interleaved.
  * - `kind::fastest()`: the highest-bandwidth memory for the caller's node by the firmware's
@@ -26,6 +29,8 @@
  * and a double free or a pointer the heap did not give aborts with a message, as with
  * allocate_on_node. Blocks of a node kind and of local share the slabs of the node they
  * resolve to (local is on_node of that node), as do the small blocks interleave puts there.
+ * A small block of a node or local kind found in the thread's cache takes no lock, no system
+ * call and no exception path (kind_cached_block); everything else goes the full way.
  *
  * One node, or a sandbox that refuses mbind: every kind works and gives node 0's memory (the
  * refusal is counted in system_report()).
@@ -172,6 +177,25 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
   return allocate_or_throw(bytes, align, n, o);
 }
 
+/// A small block on `n` (any int: a node without a cached block, or no node, gives nullptr)
+/// from the calling thread's cache; nullptr for a block that is not small.
+inline void* cached_block_on(int n, bool strict, std::size_t bytes, std::size_t align) noexcept {
+  if (bytes - 1 >= small_limit || align > small_limit) return nullptr;
+  return cached_block(n, strict ? 0 : 1, size_class(bytes, align));
+}
+
+/// The fast path of a small block of a node or local kind: a block from the calling thread's
+/// cache, with no system call, lock or exception; nullptr sends the caller to kind_allocate
+/// (an empty bin, another kind, a block that is not small, a node that cannot be read). The
+/// same block kind_allocate would give: small blocks of these kinds come from the slabs of
+/// their node and family, whatever their huge-page choice other than `always`.
+inline void* kind_cached_block(const kind& k, std::size_t bytes, std::size_t align) noexcept {
+  if (k.pages() == numaaff::huge_page_mode::always) return nullptr;
+  if (k.where() == kind::target::local) return cached_block_on(local_node_cached(), k.is_strict(), bytes, align);
+  if (k.where() == kind::target::node) return cached_block_on(k.node(), k.is_strict(), bytes, align);
+  return nullptr;
+}
+
 /// Resizes the live block `p` (not null) to `bytes` (0: frees it, nullptr): the same block
 /// when its size class (a slab block) or page count (a mapping of its own) is already right, else a block from
 /// `allocate(bytes)` (which throws or returns nullptr on failure, leaving `p` as it was) with
@@ -217,6 +241,7 @@ inline void clear_fresh_block(void* p, std::size_t bytes) noexcept {
 inline void* allocate(const kind& k, std::size_t bytes, std::size_t align = alignof(std::max_align_t)) {
   if (align == 0 || (align & (align - 1)) != 0)
     detail::throw_invalid_argument("numaaff::allocate: align " + std::to_string(align) + " is not a power of two");
+  if (void* p = detail::kind_cached_block(k, bytes, align)) return p;
   return detail::kind_allocate(k, bytes, align);
 }
 
@@ -228,6 +253,7 @@ inline void* allocate(const kind& k, std::size_t bytes, std::size_t align, std::
     ec = std::make_error_code(std::errc::invalid_argument);
     return nullptr;
   }
+  if (void* p = detail::kind_cached_block(k, bytes, align)) return p;
   try {
     return detail::kind_allocate(k, bytes, align);
   } catch (const std::system_error& e) {

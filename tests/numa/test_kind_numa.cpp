@@ -7,6 +7,7 @@
 
 #include "../common/numa_test.hpp"
 #include "../common/placement_check.hpp"
+#include "../common/scratch.hpp"
 
 #include <gtest/gtest.h>
 
@@ -55,6 +56,36 @@ TEST(KindNuma, TheLocalKindFollowsTheAllocatingThread) {
         numaaff::deallocate(p);
       }
     }).join();
+}
+
+TEST(KindNuma, LocalBlocksFollowAThreadMovedBehindNumaaffsBack) {
+  // The small-block path reads the thread's node once per 64 local allocations (a getcpu costs
+  // more than the allocation): a thread moved without numaaff (raw sched_setaffinity) gets
+  // its blocks on the new node from the 65th allocation on, one pinned by numaaff at once.
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = numaaff::topology::system().cpu_nodes();
+  const int from = nodes.front(), to = nodes.back();
+  std::thread([&] {
+    ASSERT_TRUE(numaaff_test::pin_to_node(from));
+    std::vector<void*> before, after;
+    for (int i = 0; i < 100; ++i) before.push_back(numaaff::allocate(kind::local(), 64));
+    ASSERT_TRUE(numaaff_test::pin_to_node(to));
+    for (int i = 0; i < 200; ++i) after.push_back(numaaff::allocate(kind::local(), 64));
+    for (void* p : before) std::memset(p, 1, 64);
+    for (void* p : after) std::memset(p, 1, 64);
+    for (std::size_t i = 0; i < before.size(); ++i)
+      EXPECT_EQ(query_pages(before[i], 64).on(from), 1u) << "block " << i << " before the move";
+    for (std::size_t i = 64; i < after.size(); ++i)
+      EXPECT_EQ(query_pages(after[i], 64).on(to), 1u) << "block " << i << " after the move";
+    std::vector<void*> pinned;
+    numaaff::pin_this_thread(from);  // numaaff's own pinning: the next block already follows
+    numaaff::set_homenode(-1);       // memory by the current node again, not the homenode
+    for (int i = 0; i < 3; ++i) pinned.push_back(numaaff::allocate(kind::local(), 64));
+    for (void* p : pinned) std::memset(p, 1, 64);
+    for (void* p : pinned) EXPECT_EQ(query_pages(p, 64).on(from), 1u) << "after pin_this_thread";
+    for (auto* v : {&before, &after, &pinned})
+      for (void* p : *v) numaaff::deallocate(p);
+  }).join();
 }
 
 TEST(KindNuma, InterleaveSpreadsALargeBlockWithinOnePercentPerNode) {

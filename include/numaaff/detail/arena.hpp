@@ -3,9 +3,11 @@
 // Large blocks (above small_limit) are their own mmap, bound to the node with mbind, unmapped
 // on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
 // (MPOL_BIND, or MPOL_PREFERRED for the preferred family) and holding blocks of one
-// power-of-two size class, with a header at the slab start naming the node, family and class. Each thread keeps a small cache of free blocks per (node, class), refilled
-// from and flushed to the node's central free list in batches, so a small allocate/free pair
-// is a few loads and stores, not a system call (numa_alloc_onnode makes one mmap per call).
+// power-of-two size class, with a header at the slab start naming the node, family, class and
+// the thread caches' bin of its blocks. Each thread keeps a cache of free blocks per (node,
+// family, class), refilled from and handed back to the node's central free list in batches
+// (bounded per class, about 128 KiB of blocks a bin), so a small allocate/free pair is a few
+// loads and stores, not a lock or a system call (numa_alloc_onnode makes one mmap per call).
 // A freed block goes back to the list of the node its slab is bound to: memory is reused on
 // its own node only. Slabs are never returned to the kernel.
 //
@@ -80,12 +82,18 @@ inline constexpr std::uint32_t slab_magic = 0x4e554d41;  // "NUMA"
 inline constexpr int family_count = 2;
 inline int family_of(const placement_options& o) noexcept { return o.strict ? 0 : 1; }
 
+/// Thread caches hold blocks of the nodes below cached_nodes, one bin per (node, family, class).
+inline constexpr std::uint32_t cache_bins = cached_nodes * family_count * class_count;
+inline std::uint32_t cache_bin_of(int node, int f, int c) noexcept {
+  if (static_cast<unsigned>(node) >= static_cast<unsigned>(cached_nodes)) return cache_bins;
+  return static_cast<std::uint32_t>((node * family_count + f) * class_count + c);
+}
+
 inline int size_class(std::size_t bytes, std::size_t align) noexcept {
-  std::size_t need = bytes > align ? bytes : align;
-  if (need < 16) need = 16;
-  int c = 0;
-  for (std::size_t s = 16; s < need; s <<= 1) ++c;
-  return c;
+  const std::size_t need = bytes > align ? bytes : align;
+  if (need <= 16) return 0;
+  // The smallest power of two >= need, as an exponent, less 16's.
+  return static_cast<int>(sizeof(unsigned long long) * 8) - __builtin_clzll(static_cast<unsigned long long>(need - 1)) - 4;
 }
 inline std::size_t class_bytes(int c) noexcept { return std::size_t{16} << c; }
 inline bool is_small(std::size_t bytes, std::size_t align) noexcept {
@@ -161,6 +169,9 @@ struct slab_header {
   int node;
   int size_class;
   int family;  // family_of the placement its blocks were asked with
+  /// The thread caches' bin of its blocks (cache_bin_of), cache_bins when its node has none:
+  /// a free finds its bin with one load.
+  std::uint32_t cache_bin;
   /// End of the blocks carved so far (offset from the slab start): written under the list's
   /// lock before a block leaves it, so a free of any block handed out sees it past the block.
   std::atomic<std::uint32_t> carved;
@@ -423,6 +434,7 @@ inline free_block* central_take(int node, int f, int c, std::uint32_t want, std:
       h->node = node;
       h->size_class = c;
       h->family = f;
+      h->cache_bin = cache_bin_of(node, f, c);
       h->carved.store(0, std::memory_order_relaxed);
       const std::size_t first = size < 64 ? 64 : size;
       list->bump = static_cast<char*>(slab) + first;
@@ -451,86 +463,166 @@ inline void central_give(int node, int f, int c, free_block* chain) noexcept {
   }
 }
 
-/// Set when the thread's cache is gone (it is destroyed at thread exit, possibly before other
-/// thread_local objects that still free blocks): from then on the thread uses the central
-/// lists directly. Trivially destructible, so it can be read after every destructor ran.
-inline thread_local bool tcache_gone = false;
-
+/// Each thread's cache of free blocks per (node, family, class). Plain data, constant-
+/// initialised and trivially destructible, so that reaching it is one TLS offset, not a call
+/// through a thread_local's initialisation guard: its blocks go back to the central lists at
+/// thread exit through a pthread key's destructor, set the first time the thread fills or
+/// gives a block to its cache. That runs after the thread's C++ thread_local destructors, so
+/// blocks they free are handed back too; a block freed after it (by a later key's destructor)
+/// goes to the central list (`gone`).
 struct thread_cache {
   struct bin {
-    free_block* head = nullptr;
-    std::uint32_t count = 0;
+    free_block* head;
+    std::uint32_t count;
   };
-  bin bins[cached_nodes][family_count][class_count] = {};
-  ~thread_cache() {
-    tcache_gone = true;
-    for (int n = 0; n < cached_nodes; ++n)
-      for (int f = 0; f < family_count; ++f)
-        for (int c = 0; c < class_count; ++c)
-          if (bins[n][f][c].head != nullptr) {
-            central_give(n, f, c, bins[n][f][c].head);
-            bins[n][f][c] = bin{};
-          }
-  }
+  enum : std::uint8_t { fresh, live, gone };  // no exit hook yet; hooked; hook ran (or none)
+  bin bins[cache_bins];  // by cache_bin_of
+  std::uint8_t state;
 };
 inline thread_local thread_cache tcache;
 
-
-inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcept {
-  free_block* blk = nullptr;
-  if (node < cached_nodes && !tcache_gone) {
-    thread_cache::bin& b = tcache.bins[node][f][c];
-    if (b.head == nullptr) {
-      std::uint32_t got = 0;
-      b.head = central_take(node, f, c, transfer_batch, got, ec);
-      b.count = got;
-      if (b.head == nullptr) return nullptr;
-    }
-    blk = b.head;
-    b.head = blk->next;
-    --b.count;
-  } else {
-    std::uint32_t got = 0;
-    blk = central_take(node, f, c, 1, got, ec);
-    if (blk == nullptr) return nullptr;
+/// Blocks a bin may hold before it hands a batch back: more of the small classes, which cost
+/// little memory (about 128 KiB a bin at most, as for 32 KiB blocks two batches).
+constexpr std::uint32_t bin_limit_of(int c) noexcept {
+  const std::size_t by_bytes = (std::size_t{128} << 10) >> (4 + c);
+  return static_cast<std::uint32_t>(by_bytes > 512 ? 512 : by_bytes < 2 * transfer_batch ? 2 * transfer_batch : by_bytes);
+}
+struct bin_limits {
+  std::uint32_t of[class_count];
+  constexpr bin_limits() : of() {
+    for (int c = 0; c < class_count; ++c) of[c] = bin_limit_of(c);
   }
+};
+inline constexpr bin_limits bin_limit{};
+
+inline void flush_thread_cache(void* cache) noexcept {
+  auto* t = static_cast<thread_cache*>(cache);
+  t->state = thread_cache::gone;
+  for (int n = 0; n < cached_nodes; ++n)
+    for (int f = 0; f < family_count; ++f)
+      for (int c = 0; c < class_count; ++c)
+        if (thread_cache::bin& b = t->bins[cache_bin_of(n, f, c)]; b.head != nullptr) {
+          central_give(n, f, c, b.head);
+          b = thread_cache::bin{};
+        }
+}
+
+inline pthread_key_t cache_key;
+inline pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;  // glibc resets it in a forked child
+inline bool cache_key_made = false;
+
+/// Sets the calling thread's exit hook; without a key (the process ran out) the thread uses
+/// the central lists, correct but slower.
+[[gnu::noinline, gnu::cold]] inline void hook_thread_cache() noexcept {
+  ::pthread_once(&cache_key_once, [] { cache_key_made = ::pthread_key_create(&cache_key, flush_thread_cache) == 0; });
+  const bool hooked = cache_key_made && ::pthread_setspecific(cache_key, &tcache) == 0;
+  tcache.state = hooked ? thread_cache::live : thread_cache::gone;
+}
+
+/// Refills the empty bin of (node, f, c) and takes a block from it (out of line: once per
+/// batch).
+[[gnu::noinline]] inline free_block* refill_and_take(int node, int f, int c, std::error_code& ec) noexcept {
+  if (tcache.state == thread_cache::fresh) hook_thread_cache();
+  std::uint32_t got = 0;
+  if (tcache.state == thread_cache::gone) return central_take(node, f, c, 1, got, ec);
+  thread_cache::bin& b = tcache.bins[cache_bin_of(node, f, c)];
+  free_block* blk = central_take(node, f, c, transfer_batch, got, ec);
+  if (blk == nullptr) return nullptr;
+  b.head = blk->next;
+  b.count = got - 1;
+  return blk;
+}
+
+/// A block from the calling thread's cache, nullptr when its bin is empty or it has none (the
+/// inline fast path of small_allocate and of the heap by kind).
+inline void* cached_block(int node, int f, int c) noexcept {
+  thread_cache& t = tcache;
+  if (static_cast<unsigned>(node) >= static_cast<unsigned>(cached_nodes) || t.state != thread_cache::live) return nullptr;
+  thread_cache::bin& b = t.bins[cache_bin_of(node, f, c)];
+  free_block* blk = b.head;
+  if (blk == nullptr) return nullptr;
+  b.head = blk->next;
+  --b.count;
   blk->freed = 0;
   return blk;
 }
 
-/// Frees a small block after checking that `p` is one, live, of at least `bytes` (0: any).
-inline void small_deallocate(void* p, std::size_t bytes) noexcept {
+inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcept {
+  if (void* p = cached_block(node, f, c)) return p;
+  free_block* blk = nullptr;
+  if (node < cached_nodes) {
+    blk = refill_and_take(node, f, c, ec);
+  } else {
+    std::uint32_t got = 0;
+    blk = central_take(node, f, c, 1, got, ec);
+  }
+  if (blk == nullptr) return nullptr;
+  blk->freed = 0;
+  return blk;
+}
+
+/// Hands a batch of a full bin back to its central list (out of line: once per batch).
+[[gnu::noinline]] inline void spill_bin(thread_cache::bin& b, int node, int f, int c) noexcept {
+  free_block* give = b.head;
+  free_block* last = give;
+  for (std::uint32_t i = 1; i < transfer_batch; ++i) last = last->next;
+  b.head = last->next;
+  last->next = nullptr;
+  b.count -= transfer_batch;
+  central_give(node, f, c, give);
+}
+
+/// Says which check a free of `p` (of `bytes`, 0: any) failed, and aborts.
+[[noreturn, gnu::noinline, gnu::cold]] inline void small_misuse(const void* p, std::size_t bytes) noexcept {
   const slab_header* h = slab_of(p);
-  const int node = h->node;
-  const int f = h->family;
-  const int c = h->size_class;
   const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
-  const std::size_t size = class_bytes(c);
-  // Blocks start at max(64, size) and are `size` apart: both are multiples of `size`.
+  const std::size_t size = class_bytes(h->size_class);
   if (offset < 64 || (offset & (size - 1)) != 0) heap_misuse("free of a pointer inside a block, not at its start", p);
   if (offset + size > h->carved.load(std::memory_order_relaxed))
     heap_misuse("free of a pointer numaaff did not allocate (in a slab, past its blocks)", p);
   if (bytes > size) heap_misuse("free with a size larger than the block", p);
-  auto* blk = static_cast<free_block*>(p);
-  if (blk->freed == freed_mark(p)) heap_misuse("double free", p);
-  blk->freed = freed_mark(p);
-  if (node < cached_nodes && !tcache_gone) {
-    thread_cache::bin& b = tcache.bins[node][f][c];
+  heap_misuse("double free", p);
+}
+
+/// A checked block that the calling thread's cache cannot take: the exit hook is set first,
+/// or the thread's cache is gone, or the node is not cached (out of line: rare).
+[[gnu::noinline]] inline void small_free_slow(free_block* blk, int node, int f, int c) noexcept {
+  if (tcache.state == thread_cache::fresh) hook_thread_cache();
+  if (node < cached_nodes && tcache.state == thread_cache::live) {
+    thread_cache::bin& b = tcache.bins[cache_bin_of(node, f, c)];
     blk->next = b.head;
     b.head = blk;
-    if (++b.count > 2 * transfer_batch) {  // keep the cache bounded: hand a batch back
-      free_block* give = b.head;
-      free_block* last = give;
-      for (std::uint32_t i = 1; i < transfer_batch; ++i) last = last->next;
-      b.head = last->next;
-      last->next = nullptr;
-      b.count -= transfer_batch;
-      central_give(node, f, c, give);
-    }
+    ++b.count;
     return;
   }
   blk->next = nullptr;
   central_give(node, f, c, blk);
+}
+
+/// Frees a small block after checking that `p` is one, live, of at least `bytes` (0: any).
+/// Blocks start at max(64, size) and are `size` apart, so a block's offset in its slab is a
+/// multiple of its size; a freed block carries its mark (double free).
+inline void small_deallocate(void* p, std::size_t bytes) noexcept {
+  const slab_header* h = slab_of(p);
+  const int c = h->size_class;
+  const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
+  const std::size_t size = class_bytes(c);
+  auto* blk = static_cast<free_block*>(p);
+  const std::uintptr_t mark = freed_mark(p);
+  if (offset < 64 || (offset & (size - 1)) != 0 || offset + size > h->carved.load(std::memory_order_relaxed) ||
+      bytes > size || blk->freed == mark)
+    small_misuse(p, bytes);
+  blk->freed = mark;
+  const std::uint32_t bin = h->cache_bin;
+  thread_cache& t = tcache;
+  if (bin < cache_bins && t.state == thread_cache::live) {
+    thread_cache::bin& b = t.bins[bin];
+    blk->next = b.head;
+    b.head = blk;
+    if (++b.count > bin_limit.of[c]) spill_bin(b, h->node, h->family, c);  // keep the cache bounded
+    return;
+  }
+  small_free_slow(blk, h->node, h->family, c);
 }
 
 // ---- the entry points used by allocators and resources -----------------------------------

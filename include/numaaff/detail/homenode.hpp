@@ -14,11 +14,24 @@ namespace numaaff::detail {
 struct homenode_state {
   int node = -1;
   bool kernel = true;  ///< node is a kernel node number, not a logical node of another topology
+  /// The node the thread ran on when last asked, for the heap's small blocks of the local
+  /// kind: a getcpu costs more than a whole small allocation, so it is asked again only after
+  /// `current_uses` more of them, or at once after numaaff pins the thread (pin_to_mask).
+  int current = -1;
+  unsigned current_uses = 0;
 };
 __attribute__((tls_model("initial-exec"))) inline thread_local homenode_state thread_home;
 
 /// The calling thread's homenode where it may place memory: -1 when none is set or it is a
 /// logical node of a topology that is not this machine's.
 inline int memory_homenode() noexcept { return thread_home.kernel ? thread_home.node : -1; }
+
+/// How many small local blocks a thread takes before its current node is read again: a
+/// thread the kernel moves (or that moves itself without numaaff) gets local blocks on its
+/// new node from the 65th allocation on at the latest.
+inline constexpr unsigned current_node_reuse = 64;
+
+/// The cached node is read again at the next small local allocation.
+inline void forget_current_node() noexcept { thread_home.current_uses = 0; }
 
 }  // namespace numaaff::detail

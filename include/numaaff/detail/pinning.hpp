@@ -4,6 +4,7 @@
 // must not be dropped silently.
 #pragma once
 
+#include "homenode.hpp"
 #include "syscall.hpp"
 #include "text.hpp"
 
@@ -50,6 +51,7 @@ inline std::error_code pin_to_mask(const cpu_mask_bits& m) noexcept {
   const auto r = call(sys::sched_setaffinity, [&] {
     return ::sched_setaffinity(0, m.size() * sizeof(unsigned long), reinterpret_cast<const cpu_set_t*>(m.data()));
   });
+  forget_current_node();  // the thread may now run elsewhere: local blocks follow at once
   return r ? std::error_code{} : r.failure();
 }
 
