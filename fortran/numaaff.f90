@@ -39,6 +39,7 @@ module numaaff
   public :: numaaff_kind_target_node, numaaff_kind_target_local, numaaff_kind_target_interleave
   public :: numaaff_kind_target_fastest, numaaff_kind_target_capacity
   public :: numaaff_kind_preferred, numaaff_kind_pages_default, numaaff_kind_pages_no_huge, numaaff_kind_pages_thp
+  public :: numaaff_kind_pages_huge_2mb, numaaff_kind_pages_huge_1gb
 
   type, bind(C) :: numaaff_move_result
     integer(c_size_t) :: total, moved, already_there, unpopulated, failed, carried
@@ -67,6 +68,7 @@ module numaaff
   integer(c_int), parameter :: numaaff_kind_target_capacity = 4
   integer(c_int), parameter :: numaaff_kind_preferred = 1, numaaff_kind_pages_default = 0
   integer(c_int), parameter :: numaaff_kind_pages_no_huge = 16, numaaff_kind_pages_thp = 32
+  integer(c_int), parameter :: numaaff_kind_pages_huge_2mb = 64, numaaff_kind_pages_huge_1gb = 128
 
   ! The constant kinds (numaaff.h's NUMAAFF_KIND_LOCAL and the others): the same values as
   ! parameters, so that no Fortran copy of a C variable can shadow them.

@@ -99,12 +99,13 @@ bool huge_options(int huge_pages, numaaff::alloc_options& o) noexcept {
 }
 
 
-constexpr unsigned kind_pages_mask = NUMAAFF_KIND_PAGES_NO_HUGE | NUMAAFF_KIND_PAGES_THP;
+constexpr unsigned kind_pages_mask = 0xf0u;
 
 /// The C++ kind of a C one; false for a kind no call of this API makes.
 bool to_kind(const numaaff_kind& c, numaaff::kind& k) noexcept {
   const unsigned pages = c.options & kind_pages_mask;
-  if ((c.options & ~(NUMAAFF_KIND_PREFERRED | kind_pages_mask)) != 0 || pages == kind_pages_mask) return false;
+  // One page choice at most: each is a bit of its own, so two of them ORed are refused.
+  if ((c.options & ~(NUMAAFF_KIND_PREFERRED | kind_pages_mask)) != 0 || (pages & (pages - 1)) != 0) return false;
   switch (c.target) {
     case NUMAAFF_KIND_TARGET_NODE:
       if (!valid(c.node)) return false;
@@ -120,14 +121,17 @@ bool to_kind(const numaaff_kind& c, numaaff::kind& k) noexcept {
   if ((c.options & NUMAAFF_KIND_PREFERRED) != 0) k = k.preferred();
   if (pages == NUMAAFF_KIND_PAGES_NO_HUGE) k = k.with_pages(numaaff::huge_page_mode::never);
   if (pages == NUMAAFF_KIND_PAGES_THP) k = k.with_pages(numaaff::huge_page_mode::always);
+  if (pages == NUMAAFF_KIND_PAGES_HUGE_2MB) k = k.with_pages(numaaff::huge_page_mode::reserved_2mib);
+  if (pages == NUMAAFF_KIND_PAGES_HUGE_1GB) k = k.with_pages(numaaff::huge_page_mode::reserved_1gib);
   return true;
 }
 
 /// A block of C kind `c`: the pointer, or NULL with errno.
 void* kind_block(const numaaff_kind& c, std::size_t bytes, std::size_t align) noexcept {
   // The fast path, as numaaff::allocate's: a node or local kind with no page choice, from the
-  // thread's cache (a bin holds blocks only of a node that is valid).
-  if ((c.options & ~unsigned{NUMAAFF_KIND_PREFERRED}) == 0) {
+  // thread's cache. A node kind's node is checked first, as the slow path does: bins may hold
+  // blocks of other nodes (a tier's, under a synthetic topology).
+  if ((c.options & ~unsigned{NUMAAFF_KIND_PREFERRED}) == 0 && (c.target != NUMAAFF_KIND_TARGET_NODE || valid(c.node))) {
     const bool strict = (c.options & NUMAAFF_KIND_PREFERRED) == 0;
     void* p = nullptr;
     if (c.target == NUMAAFF_KIND_TARGET_LOCAL && c.node == -1)

@@ -80,6 +80,13 @@ enum class huge_page_mode : unsigned char {
               ///< their last, partial 2 MiB
   never,      ///< no huge pages at all (MADV_NOHUGEPAGE)
   always,     ///< 2 MiB-aligned, MADV_HUGEPAGE: large per-node arrays, fewer TLB misses
+  /// Explicit 2 MiB pages from the node's reserved pool (hugetlbfs; the administrator reserves
+  /// them, e.g. /sys/devices/system/node/nodeN/hugepages/hugepages-2048kB/nr_hugepages). Each
+  /// block is whole pages of its own, placed at allocation. Strict: std::bad_alloc (NULL/ENOMEM
+  /// in C) when the node's pool has too few free pages; preferred: another node's pool, else
+  /// ordinary pages, counted (refusal_stats().huge_page_fallbacks). Not for interleaved blocks.
+  reserved_2mib,
+  reserved_1gib,  ///< the same with 1 GiB pages (hugepages-1048576kB)
 };
 
 /// Selects the weighted constructors of interleave_allocator and interleave_resource.
@@ -104,7 +111,9 @@ namespace detail {
 
 static_assert(static_cast<int>(huge_page_mode::per_block) == static_cast<int>(detail::huge_page_mode::per_block) &&
                   static_cast<int>(huge_page_mode::never) == static_cast<int>(detail::huge_page_mode::never) &&
-                  static_cast<int>(huge_page_mode::always) == static_cast<int>(detail::huge_page_mode::always),
+                  static_cast<int>(huge_page_mode::always) == static_cast<int>(detail::huge_page_mode::always) &&
+                  static_cast<int>(huge_page_mode::reserved_2mib) == static_cast<int>(detail::huge_page_mode::reserved_2mib) &&
+                  static_cast<int>(huge_page_mode::reserved_1gib) == static_cast<int>(detail::huge_page_mode::reserved_1gib),
               "the arena's huge-page modes mirror the public ones");
 
 /// The arena's form of the public options.

@@ -20,8 +20,12 @@
  * (NULL/ENOMEM in C). Small blocks are not checked one by one, and memory others take between
  * the allocation and the first touch still meets the OOM killer, as with any MPOL_BIND.
  * `preferred()` lets the pages spill: a large block of fastest or capacity in attribute order
- * (as tier_allocator does), everything else where the kernel's fallback puts them; `with_pages(huge_page_mode)` picks transparent huge
- * pages (per_block, the default: none shared by two blocks; never; always).
+ * (as tier_allocator does), everything else where the kernel's fallback puts them.
+ * `with_pages(huge_page_mode)` picks transparent huge pages (per_block, the default: none
+ * shared by two blocks; never; always) or explicit ones from the node's reserved pool
+ * (reserved_2mib, reserved_1gib: each block whole huge pages of its own, placed at
+ * allocation; strict fails with std::bad_alloc when the node's pool is short, preferred takes
+ * another node's pool, else ordinary pages, counted in refusal_stats(); not for interleave).
  *
  * One heap holds every kind: the slabs of allocator.hpp (256 KiB, bound to one node, one
  * family per strictness, a per-thread cache) for blocks up to 32 KiB, a mapping of its own for
@@ -148,6 +152,8 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
   o.strict = k.is_strict();
   o.huge_pages = k.pages();
   if (k.where() == kind::target::interleave) {
+    if (reserved_page_bytes(static_cast<detail::huge_page_mode>(k.pages())) != 0)
+      throw_invalid_argument("numaaff::allocate: kind::interleave() takes no reserved huge pages (with_pages)");
     interleave_state& s = *default_interleave_state();
     if (s.options == o) return interleave_allocate(s, bytes, align);
     // Other options: small blocks take turns on the shared cursor; a large block is
@@ -170,7 +176,8 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
   // 10 ms; nothing is taken from it here, since a block freed right after would not give it
   // back (an allocate/free loop would run the room down to nothing). Small blocks come from
   // slabs and are not checked one by one.
-  if (k.is_strict() && !is_small(bytes, align)) {
+  // Explicit huge pages come from the node's pool, not its free memory: map_reserved checks.
+  if (k.is_strict() && !is_small(bytes, align) && reserved_page_bytes(static_cast<detail::huge_page_mode>(k.pages())) == 0) {
     const std::uint64_t room = node_room(n);
     if (room != room_unknown && room < bytes) throw_bad_alloc();
   }
@@ -190,7 +197,8 @@ inline void* cached_block_on(int n, bool strict, std::size_t bytes, std::size_t 
 /// same block kind_allocate would give: small blocks of these kinds come from the slabs of
 /// their node and family, whatever their huge-page choice other than `always`.
 inline void* kind_cached_block(const kind& k, std::size_t bytes, std::size_t align) noexcept {
-  if (k.pages() == numaaff::huge_page_mode::always) return nullptr;
+  if (bytes - 1 >= small_limit || align > small_limit) return nullptr;  // before any node is read
+  if (k.pages() != numaaff::huge_page_mode::per_block && k.pages() != numaaff::huge_page_mode::never) return nullptr;
   if (k.where() == kind::target::local) return cached_block_on(local_node_cached(), k.is_strict(), bytes, align);
   if (k.where() == kind::target::node) return cached_block_on(k.node(), k.is_strict(), bytes, align);
   return nullptr;

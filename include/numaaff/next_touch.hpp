@@ -77,8 +77,9 @@
  *   registry (the locks are held around fork, and numaaff's process-wide tables are built
  *   during static initialisation, since a C++ static whose first initialisation another
  *   thread is running at the fork stays locked in the child).
- * - Signal stack: the handler needs under 2 KiB of stack of its own, so it also runs on an
- *   8 KiB alternate signal stack (SIGSTKSZ) installed by the application or a runtime.
+ * - Signal stack: the handler, compiled -O1 or above, needs under 2 KiB of stack of its own,
+ *   so it also runs on an 8 KiB alternate signal stack (SIGSTKSZ) installed by the
+ *   application or a runtime.
  * - One node: the whole path runs (trap, open, migrate to node 0); pages stay where they are.
  *
  * @code{.cpp}

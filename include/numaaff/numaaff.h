@@ -159,6 +159,13 @@ typedef struct numaaff_kind {
 #define NUMAAFF_KIND_PAGES_NO_HUGE 0x10u
 /** Transparent huge pages everywhere (2 MiB-aligned blocks, MADV_HUGEPAGE). */
 #define NUMAAFF_KIND_PAGES_THP 0x20u
+/** Explicit 2 MiB huge pages from the node's reserved pool
+ *  (/sys/devices/system/node/nodeN/hugepages/hugepages-2048kB): each block whole pages of its
+ *  own, placed at allocation. Strict: NULL/ENOMEM when the node's pool has too few free pages;
+ *  preferred: another node's pool, else ordinary pages (counted in refusal statistics). */
+#define NUMAAFF_KIND_PAGES_HUGE_2MB 0x40u
+/** Explicit 1 GiB huge pages, as NUMAAFF_KIND_PAGES_HUGE_2MB (hugepages-1048576kB). */
+#define NUMAAFF_KIND_PAGES_HUGE_1GB 0x80u
 
 NUMAAFF_C_API extern const numaaff_kind NUMAAFF_KIND_LOCAL;
 NUMAAFF_C_API extern const numaaff_kind NUMAAFF_KIND_INTERLEAVE;

@@ -113,6 +113,9 @@ struct refusal_statistics {
   /// weighted_interleave calls (and weighted allocator blocks) placed by plain interleave
   /// because the process had too few mappings left for per-node runs (see vm.max_map_count)
   std::uint64_t weighted_fallbacks = 0;
+  /// blocks of a preferred kind with explicit huge pages (huge_page_mode::reserved_*) given
+  /// ordinary pages because no node's pool had enough free ones
+  std::uint64_t huge_page_fallbacks = 0;
 };
 
 /// A snapshot of the refusal counters. Thread-safe, lock-free, no allocation.
@@ -320,6 +323,23 @@ inline capability_report probe_capabilities(const topology& topo) {
   r.items.push_back({"transparent huge pages", r.transparent_hugepages == "never" ? probe_state::no : probe_state::yes,
                      r.transparent_hugepages.empty() ? "unknown" : r.transparent_hugepages,
                      "huge pages move as a whole; partial protection splits them"});
+  {  // each node's explicit huge page pools, as they were when the report was made
+    std::string pools;
+    bool any = false;
+    for (const node_id n : topo.nodes())
+      for (const std::size_t size : {std::size_t{2} << 20, std::size_t{1} << 30}) {
+        const detail::hugetlb_pool pool = detail::hugetlb_pool_of(n, size);
+        if (pool.total < 0) continue;
+        any = any || pool.total > 0;
+        pools += (pools.empty() ? "" : ", ") + std::string("node ") + std::to_string(n) + " " +
+                 (size == (std::size_t{2} << 20) ? "2 MiB" : "1 GiB") + ": " + std::to_string(pool.total) + " reserved, " +
+                 std::to_string(pool.free < 0 ? 0 : pool.free) + " free";
+      }
+    r.items.push_back({"explicit huge pages", any ? probe_state::yes : probe_state::no, pools.empty() ? "no pools" : pools,
+                       any ? "kinds and allocators with huge_page_mode::reserved_2mib/_1gib take them from their node's pool"
+                           : "huge_page_mode::reserved_*: strict blocks fail (std::bad_alloc, ENOMEM), preferred ones get "
+                             "ordinary pages (refusal_stats().huge_page_fallbacks)"});
+  }
   r.items.push_back({"vm.max_map_count", probe_state::yes, r.max_map_count < 0 ? "unknown" : std::to_string(r.max_map_count),
                      "next-touch merges chunks when mprotect runs out of mappings (ENOMEM); weighted_interleave "
                      "sizes its tiles to stay within it, leaves an eighth (at least 1,024) to the rest of the program, "
@@ -373,6 +393,7 @@ inline refusal_statistics refusal_stats() noexcept {
   s.pages_unmoved = detail::refusals.pages.load(std::memory_order_relaxed);
   s.threads_unpinned = detail::refusals.pinnings.load(std::memory_order_relaxed);
   s.weighted_fallbacks = detail::refusals.weighted_fallbacks.load(std::memory_order_relaxed);
+  s.huge_page_fallbacks = detail::refusals.huge_page_fallbacks.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -112,6 +112,35 @@ int main(void) {
         k.target == NUMAAFF_KIND_TARGET_FASTEST && numaaff_kind_equal(k, NUMAAFF_KIND_FASTEST) == 0);
   CHECK(numaaff_kind_with(NUMAAFF_KIND_LOCAL, 0x8000u, &k) == EINVAL);
   CHECK(numaaff_kind_with(NUMAAFF_KIND_LOCAL, NUMAAFF_KIND_PAGES_NO_HUGE | NUMAAFF_KIND_PAGES_THP, &k) == EINVAL);
+  CHECK(numaaff_kind_with(NUMAAFF_KIND_LOCAL, NUMAAFF_KIND_PAGES_THP | NUMAAFF_KIND_PAGES_HUGE_2MB, &k) == EINVAL);
+  CHECK(numaaff_kind_with(NUMAAFF_KIND_LOCAL, NUMAAFF_KIND_PAGES_HUGE_2MB | NUMAAFF_KIND_PAGES_HUGE_1GB, &k) == EINVAL);
+  {
+    /* Explicit huge pages: strict fails with ENOMEM when the node's pool is short (it has no
+       free page here unless an administrator reserved some), preferred falls back. */
+    numaaff_kind huge, huge_pref;
+    CHECK(numaaff_kind_with(kind_onnode(0), NUMAAFF_KIND_PAGES_HUGE_2MB, &huge) == 0);
+    CHECK(numaaff_kind_with(kind_onnode(0), NUMAAFF_KIND_PREFERRED | NUMAAFF_KIND_PAGES_HUGE_2MB, &huge_pref) == 0);
+    FILE* f = fopen("/sys/devices/system/node/node0/hugepages/hugepages-2048kB/free_hugepages", "r");
+    long free_pages = -1;
+    if (f != NULL) {
+      if (fscanf(f, "%ld", &free_pages) != 1) free_pages = -1;
+      fclose(f);
+    }
+    if (free_pages == 0) {
+      errno = 0;
+      CHECK(kind_malloc(huge, 100) == NULL && errno == ENOMEM);
+      char* h = (char*)kind_malloc(huge_pref, 100);
+      CHECK(h != NULL);
+      if (h != NULL) {
+        memset(h, 1, 100);
+        CHECK(numaaff_kind_usable_size(h) == (size_t)2 << 20);
+        kind_free(h);
+      }
+    }
+    numaaff_kind huge_interleave;
+    CHECK(numaaff_kind_with(NUMAAFF_KIND_INTERLEAVE, NUMAAFF_KIND_PAGES_HUGE_2MB, &huge_interleave) == 0);
+    CHECK(kind_malloc(huge_interleave, 64) == NULL && errno == EINVAL); /* not for interleaved blocks */
+  }
   CHECK(numaaff_kind_with(NUMAAFF_KIND_LOCAL, 0, NULL) == EINVAL);
   errno = 0;
   CHECK(kind_malloc(kind_onnode(4096), 64) == NULL && errno == EINVAL);

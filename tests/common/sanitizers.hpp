@@ -30,7 +30,7 @@ inline constexpr bool thread_sanitizer = false;
 #endif
 
 // An unoptimised build (the ASan configuration compiles at -O0 to halve CI's compile time)
-// keeps every frame uninlined: stack budgets are those of the code users run, optimised.
+// keeps every frame uninlined, and instrumented frames at -O0 are far larger.
 #if defined(__OPTIMIZE__)
 inline constexpr bool optimized = true;
 #else

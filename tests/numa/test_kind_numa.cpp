@@ -4,6 +4,7 @@
 // HBM-like node 2 and hbwmalloc's default policy does too (tests/vm/README.md gives the layout).
 #include <numaaff/hbwmalloc.h>
 #include <numaaff/kind.hpp>
+#include <numaaff/system_report.hpp>
 
 #include "../common/numa_test.hpp"
 #include "../common/placement_check.hpp"
@@ -11,7 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <map>
 #include <thread>
 #include <vector>
@@ -78,14 +82,86 @@ TEST(KindNuma, LocalBlocksFollowAThreadMovedBehindNumaaffsBack) {
     for (std::size_t i = 64; i < after.size(); ++i)
       EXPECT_EQ(query_pages(after[i], 64).on(to), 1u) << "block " << i << " after the move";
     std::vector<void*> pinned;
-    numaaff::pin_this_thread(from);  // numaaff's own pinning: the next block already follows
-    numaaff::set_homenode(-1);       // memory by the current node again, not the homenode
+    // numaaff's own pinning without a homenode (as its oneTBB and OpenMP bridges pin): the
+    // next block already follows.
+    ASSERT_TRUE(numaaff::detail::pin_to_cpu(numaaff_test::sysfs_cpus_of(from).front()));
     for (int i = 0; i < 3; ++i) pinned.push_back(numaaff::allocate(kind::local(), 64));
     for (void* p : pinned) std::memset(p, 1, 64);
-    for (void* p : pinned) EXPECT_EQ(query_pages(p, 64).on(from), 1u) << "after pin_this_thread";
+    for (void* p : pinned) EXPECT_EQ(query_pages(p, 64).on(from), 1u) << "after numaaff pinned the thread";
     for (auto* v : {&before, &after, &pinned})
       for (void* p : *v) numaaff::deallocate(p);
   }).join();
+}
+
+namespace {
+
+/// Sets node `n`'s pool of 2 MiB pages to `pages`; false when the guest refuses.
+bool reserve_2mib_pages(int n, long pages) {
+  FILE* f = std::fopen(("/sys/devices/system/node/node" + std::to_string(n) + "/hugepages/hugepages-2048kB/nr_hugepages").c_str(), "w");
+  if (f == nullptr) return false;
+  const bool ok = std::fprintf(f, "%ld\n", pages) > 0;
+  return std::fclose(f) == 0 && ok && numaaff::detail::hugetlb_pool_of(n, std::size_t{2} << 20).total == pages;
+}
+
+/// The kernel page size of the mapping that holds `p`, from /proc/self/smaps (0: not found).
+std::size_t kernel_page_kib(const void* p) {
+  const auto at = reinterpret_cast<unsigned long>(p);
+  std::ifstream smaps("/proc/self/smaps");
+  bool in = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long start = 0, end = 0;
+    char dash = 0;
+    if (std::sscanf(line.c_str(), "%lx%c%lx ", &start, &dash, &end) == 3 && dash == '-')  // a mapping's first line
+      in = start <= at && at < end;
+    else if (in && line.rfind("KernelPageSize:", 0) == 0)
+      return std::stoul(line.substr(15));
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST(KindNuma, ExplicitHugePagesComeFromTheNodesReservedPool) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int> nodes = sysfs_nodes();
+  const int empty = nodes.front(), full = nodes.back();
+  ASSERT_TRUE(reserve_2mib_pages(empty, 0));
+  ASSERT_TRUE(reserve_2mib_pages(full, 3)) << "the guest would not reserve 3 huge pages on node " << full;
+  const kind on_full = kind::on_node(full).with_pages(numaaff::huge_page_mode::reserved_2mib);
+  const kind on_empty = kind::on_node(empty).with_pages(numaaff::huge_page_mode::reserved_2mib);
+  // Strict on the node with a pool: whole 2 MiB pages, every one on that node.
+  void* a = numaaff::allocate(on_full, (3 << 20) + 100);  // two pages
+  std::memset(a, 1, 4 << 20);
+  EXPECT_EQ(kernel_page_kib(a), 2048u);
+  const auto raw = query_pages(a, 4 << 20);
+  EXPECT_EQ(raw.on(full), raw.total) << "pages of the strict block on node " << full;
+  EXPECT_EQ(numaaff::detail::hugetlb_pool_of(full, std::size_t{2} << 20).free, 1);
+  // The pool has one page left: a strict block of two fails, on the node without a pool too.
+  std::error_code ec;
+  EXPECT_EQ(numaaff::allocate(on_full, 4 << 20, 64, ec), nullptr);
+  EXPECT_EQ(ec, std::errc::not_enough_memory);
+  EXPECT_EQ(numaaff::allocate(on_empty, 100, 64, ec), nullptr);
+  EXPECT_EQ(ec, std::errc::not_enough_memory);
+  // Preferred on the empty node: the kernel takes the other pool's last page.
+  const std::uint64_t fallbacks = numaaff::refusal_stats().huge_page_fallbacks;
+  void* b = numaaff::allocate(on_empty.preferred(), 100);
+  std::memset(b, 1, 2 << 20);
+  EXPECT_EQ(kernel_page_kib(b), 2048u);
+  EXPECT_EQ(query_pages(b, 2 << 20).on(full), query_pages(b, 2 << 20).total);
+  EXPECT_EQ(numaaff::refusal_stats().huge_page_fallbacks, fallbacks);
+  // No pool has a page left: preferred gets ordinary pages on its node, counted.
+  void* c = numaaff::allocate(on_empty.preferred(), 100);
+  std::memset(c, 1, 2 << 20);
+  EXPECT_EQ(kernel_page_kib(c), 4u);
+  EXPECT_EQ(numaaff::refusal_stats().huge_page_fallbacks, fallbacks + 1);
+  for (void* p : {a, b, c}) numaaff::deallocate(p);
+  EXPECT_EQ(numaaff::detail::hugetlb_pool_of(full, std::size_t{2} << 20).free, 3) << "freed pages go back to the pool";
+  bool listed = false;
+  for (const auto& item : numaaff::probe_capabilities(numaaff::topology::system()).items)
+    if (item.name == "explicit huge pages")
+      listed = item.detail.find("node " + std::to_string(full) + " 2 MiB: 3 reserved, 3 free") != std::string::npos;
+  EXPECT_TRUE(listed) << "system report lists the pools";
+  EXPECT_TRUE(reserve_2mib_pages(full, 0));
 }
 
 TEST(KindNuma, InterleaveSpreadsALargeBlockWithinOnePercentPerNode) {

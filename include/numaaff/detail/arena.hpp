@@ -6,7 +6,7 @@
 // power-of-two size class, with a header at the slab start naming the node, family, class and
 // the thread caches' bin of its blocks. Each thread keeps a cache of free blocks per (node,
 // family, class), refilled from and handed back to the node's central free list in batches
-// (bounded per class, about 128 KiB of blocks a bin), so a small allocate/free pair is a few
+// (bounded per class: 128 KiB of blocks, at least 64), so a small allocate/free pair is a few
 // loads and stores, not a lock or a system call (numa_alloc_onnode makes one mmap per call).
 // A freed block goes back to the list of the node its slab is bound to: memory is reused on
 // its own node only. Slabs are never returned to the kernel.
@@ -47,7 +47,14 @@ namespace numaaff::detail {
 
 /// Huge pages in the arena's mappings (the public `huge_page_mode`, allocator.hpp, documents
 /// each choice; allocator.hpp converts).
-enum class huge_page_mode : unsigned char { per_block, never, always };
+enum class huge_page_mode : unsigned char { per_block, never, always, reserved_2mib, reserved_1gib };
+
+/// The page size of a mode that takes explicit huge pages from the nodes' reserved pools
+/// (hugetlbfs), 0 for the others.
+constexpr std::size_t reserved_page_bytes(huge_page_mode m) noexcept {
+  return m == huge_page_mode::reserved_2mib ? std::size_t{2} << 20 : m == huge_page_mode::reserved_1gib ? std::size_t{1} << 30 : 0;
+}
+
 
 /// How the arena places a block (the public `alloc_options`, converted by allocator.hpp).
 struct placement_options {
@@ -289,9 +296,80 @@ inline bool node_available_bytes(int node, std::size_t& available) {
   return true;
 }
 
+/// The length of the mapping of a large block of `bytes` (whole explicit huge pages for a
+/// reserved mode, else whole pages); 0 when it overflows.
+inline std::size_t mapping_length(std::size_t bytes, const placement_options& o) noexcept {
+  const std::size_t granule = reserved_page_bytes(o.huge_pages) != 0 ? reserved_page_bytes(o.huge_pages) : page_size();
+  const std::size_t len = align_up(bytes, granule);
+  return len < bytes ? 0 : len;
+}
+
+/**
+ * A block of explicit huge pages from `node`'s reserved pool: a hugetlb mapping, bound, and
+ * populated at once, so that a node without free pages fails here (nullptr, ENOMEM) instead of
+ * with SIGBUS at first touch. A preferred block takes the pages of another node's pool when its
+ * own has none (the kernel's MPOL_PREFERRED fallback); nullptr with ENOMEM when no pool has any.
+ */
+inline void* map_reserved(std::size_t len, std::size_t align, int node, const placement_options& o,
+                          std::error_code& ec) noexcept {
+  const std::size_t hp = reserved_page_bytes(o.huge_pages);
+  if (align > hp) {  // the kernel aligns a hugetlb mapping to its page size, no more
+    ec = std::make_error_code(std::errc::invalid_argument);
+    return nullptr;
+  }
+  const int size_flag = (hp == (std::size_t{2} << 20) ? 21 : 30) << MAP_HUGE_SHIFT;
+  const auto m = sys_mmap(len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | size_flag);
+  if (!m) {  // no pool of that size, or not enough free pages in all of them
+    ec = std::make_error_code(std::errc::not_enough_memory);
+    return nullptr;
+  }
+  void* p = m.value;
+  ec = bind_mapping(p, len, node, o);
+  if (ec) {
+    sys_munmap(p, len);
+    return nullptr;
+  }
+  const auto r = call(sys::madvise, [&] { return ::madvise(p, len, MADV_POPULATE_WRITE); });
+  if (!r) {
+    if (r.error != EINVAL) {  // the node's pool (a strict block) or every pool ran out
+      sys_munmap(p, len);
+      ec = std::make_error_code(std::errc::not_enough_memory);
+      return nullptr;
+    }
+    // Before Linux 5.14: check the node's pool, then touch (a page taken by someone else in
+    // between would still end in SIGBUS: the kernel offers nothing better there).
+    long free_pages = -1;
+    try {
+      free_pages = hugetlb_pool_of(node, hp).free;
+    } catch (...) {
+    }
+    if (o.strict && free_pages >= 0 && static_cast<std::size_t>(free_pages) < len / hp) {
+      sys_munmap(p, len);
+      ec = std::make_error_code(std::errc::not_enough_memory);
+      return nullptr;
+    }
+    for (std::size_t off = 0; off < len; off += hp) static_cast<volatile char*>(p)[off] = 0;
+  }
+  return p;
+}
+
 /// A large block: its own mapping, bound, optionally huge-page aligned and populated.
 inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const placement_options& o,
                          std::error_code& ec) noexcept {
+  if (reserved_page_bytes(o.huge_pages) != 0) {
+    const std::size_t len = mapping_length(bytes, o);
+    if (len == 0) {
+      ec = std::make_error_code(std::errc::not_enough_memory);
+      return nullptr;
+    }
+    void* p = map_reserved(len, align, node, o, ec);
+    if (p != nullptr || o.strict || ec == std::errc::invalid_argument) return p;
+    // Preferred: ordinary pages, placed as a per-block mapping would be, and counted.
+    refusals.huge_page_fallbacks.fetch_add(1, std::memory_order_relaxed);
+    placement_options plain = o;
+    plain.huge_pages = huge_page_mode::per_block;
+    return map_on_node(len, align, node, plain, ec);
+  }
   const std::size_t len = align_up(bytes, page_size());
   if (len < bytes) {
     ec = std::make_error_code(std::errc::not_enough_memory);
@@ -346,7 +424,11 @@ struct arena_table {
   std::atomic<node_arena*> arenas[max_nodes] = {};
   std::mutex create;
   std::mutex large_lock;  // guards `large`: a large block costs an mmap, the lock is noise
-  std::unordered_map<std::uintptr_t, std::size_t> large;  // start of each large block -> its length
+  struct large_block {
+    std::size_t len;      // of its mapping
+    std::size_t granule;  // its page size: what a sized free rounds up to
+  };
+  std::unordered_map<std::uintptr_t, large_block> large;  // start of each large block -> its mapping
 
   arena_table() { ::pthread_atfork([] { instance().lock_all(); }, [] { instance().unlock_all(); }, [] { instance().unlock_all(); }); }
   static arena_table& instance() {
@@ -441,6 +523,7 @@ inline free_block* central_take(int node, int f, int c, std::uint32_t want, std:
       list->bump_end = static_cast<char*>(slab) + slab_size;
     }
     auto* b = reinterpret_cast<free_block*>(list->bump);
+    b->freed = freed_mark(b);  // free until handed out: a free of it before then is caught
     list->bump += size;
     slab_of(b)->carved.store(static_cast<std::uint32_t>(list->bump - reinterpret_cast<char*>(slab_of(b))),
                              std::memory_order_relaxed);
@@ -464,10 +547,10 @@ inline void central_give(int node, int f, int c, free_block* chain) noexcept {
 }
 
 /// Each thread's cache of free blocks per (node, family, class). Plain data, constant-
-/// initialised and trivially destructible, so that reaching it is one TLS offset, not a call
-/// through a thread_local's initialisation guard: its blocks go back to the central lists at
+/// initialised and trivially destructible, so that reaching it needs no thread_local
+/// initialisation guard (in an executable, one TLS offset): its blocks go back to the central lists at
 /// thread exit through a pthread key's destructor, set the first time the thread fills or
-/// gives a block to its cache. That runs after the thread's C++ thread_local destructors, so
+/// gives a block to its cache. glibc runs it after the thread's C++ thread_local destructors, so
 /// blocks they free are handed back too; a block freed after it (by a later key's destructor)
 /// goes to the central list (`gone`).
 struct thread_cache {
@@ -476,13 +559,13 @@ struct thread_cache {
     std::uint32_t count;
   };
   enum : std::uint8_t { fresh, live, gone };  // no exit hook yet; hooked; hook ran (or none)
+  std::uint8_t state;    // first: the fast path reads it with its bin's line nearby for node 0
   bin bins[cache_bins];  // by cache_bin_of
-  std::uint8_t state;
 };
 inline thread_local thread_cache tcache;
 
-/// Blocks a bin may hold before it hands a batch back: more of the small classes, which cost
-/// little memory (about 128 KiB a bin at most, as for 32 KiB blocks two batches).
+/// Blocks a bin may hold before it hands a batch back: 128 KiB of blocks, at most 512 and at
+/// least two batches (64 blocks: 2 MiB for the 32 KiB class).
 constexpr std::uint32_t bin_limit_of(int c) noexcept {
   const std::size_t by_bytes = (std::size_t{128} << 10) >> (4 + c);
   return static_cast<std::uint32_t>(by_bytes > 512 ? 512 : by_bytes < 2 * transfer_batch ? 2 * transfer_batch : by_bytes);
@@ -508,15 +591,25 @@ inline void flush_thread_cache(void* cache) noexcept {
 }
 
 inline pthread_key_t cache_key;
-inline pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;  // glibc resets it in a forked child
+inline pthread_once_t cache_key_once = PTHREAD_ONCE_INIT;
 inline bool cache_key_made = false;
 
 /// Sets the calling thread's exit hook; without a key (the process ran out) the thread uses
 /// the central lists, correct but slower.
 [[gnu::noinline, gnu::cold]] inline void hook_thread_cache() noexcept {
+  // A thread_local with a destructor keeps the library that holds this code loaded until the
+  // thread exits (glibc counts them per object), as the key's destructor needs: a dlclose'd
+  // library would otherwise leave the key pointing at unmapped code.
+  struct keep_loaded {
+    ~keep_loaded() {}  // NOLINT: not trivial, on purpose
+  };
+  static thread_local keep_loaded keep;
+  (void)&keep;
   ::pthread_once(&cache_key_once, [] { cache_key_made = ::pthread_key_create(&cache_key, flush_thread_cache) == 0; });
-  const bool hooked = cache_key_made && ::pthread_setspecific(cache_key, &tcache) == 0;
-  tcache.state = hooked ? thread_cache::live : thread_cache::gone;
+  // Central lists meanwhile: pthread_setspecific may allocate, and a heap built on this one
+  // must not come back here.
+  tcache.state = thread_cache::gone;
+  if (cache_key_made && ::pthread_setspecific(cache_key, &tcache) == 0) tcache.state = thread_cache::live;
 }
 
 /// Refills the empty bin of (node, f, c) and takes a block from it (out of line: once per
@@ -585,7 +678,8 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 }
 
 /// A checked block that the calling thread's cache cannot take: the exit hook is set first,
-/// or the thread's cache is gone, or the node is not cached (out of line: rare).
+/// or the thread's cache is gone, or the node is not cached (out of line: each free of a
+/// node above cached_nodes comes here).
 [[gnu::noinline]] inline void small_free_slow(free_block* blk, int node, int f, int c) noexcept {
   if (tcache.state == thread_cache::fresh) hook_thread_cache();
   if (node < cached_nodes && tcache.state == thread_cache::live) {
@@ -633,12 +727,13 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
                                               std::error_code& ec) noexcept {
   void* p = map_on_node(bytes, align, node, o, ec);
   if (p == nullptr) return nullptr;
-  const std::size_t len = align_up(bytes, page_size());
+  const std::size_t len = mapping_length(bytes, o);  // a preferred fallback maps as much
   arena_table& t = arena_table::instance();
   try {
     std::lock_guard<std::mutex> guard(t.large_lock);
     // An entry left at this address means its block was unmapped behind our back: replaced.
-    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), len);
+    const std::size_t granule = reserved_page_bytes(o.huge_pages) != 0 ? reserved_page_bytes(o.huge_pages) : page_size();
+    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), arena_table::large_block{len, granule});
   } catch (...) {  // no room for the entry
     sys_munmap(p, len);
     ec = std::make_error_code(std::errc::not_enough_memory);
@@ -650,15 +745,17 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
 /// Frees a large block after checking it against the registry (out of line, as
 /// allocate_large); `bytes` 0 frees it whatever its size.
 [[gnu::noinline]] inline void free_large(void* p, std::size_t bytes) noexcept {
-  std::size_t len = align_up(bytes, page_size());
+  std::size_t len = 0;
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   {
     arena_table& t = arena_table::instance();
     std::lock_guard<std::mutex> guard(t.large_lock);
     const auto it = t.large.find(at);
     if (it == t.large.end()) heap_misuse("free of a pointer numaaff did not allocate, or a double free", p);
-    if (bytes == 0) len = it->second;
-    if (it->second != len) heap_misuse("free with a size that does not match the block's", p);
+    // A size rounds up to the block's pages (explicit huge pages are whole ones).
+    if (bytes != 0 && align_up(bytes, it->second.granule) != it->second.len)
+      heap_misuse("free with a size that does not match the block's", p);
+    len = it->second.len;
     t.large.erase(it);
   }
   // A freed block must not stay armed for next-touch: its addresses will be reused.
@@ -675,7 +772,8 @@ inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const
     return nullptr;
   }
   if (bytes == 0) bytes = 1;
-  if (is_small(bytes, align) && !o.populate && o.huge_pages != huge_page_mode::always) {
+  if (is_small(bytes, align) && !o.populate && o.huge_pages != huge_page_mode::always &&
+      reserved_page_bytes(o.huge_pages) == 0) {
     return small_allocate(node, family_of(o), size_class(bytes, align), ec);
   }
   return allocate_large(bytes, align, node, o, ec);
@@ -715,7 +813,7 @@ inline std::size_t numa_usable_size(const void* p) noexcept {
   std::lock_guard<std::mutex> guard(t.large_lock);
   const auto it = t.large.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == t.large.end()) heap_misuse("usable size of a pointer numaaff did not allocate, or of a freed block", p);
-  return it->second;
+  return it->second.len;
 }
 
 }  // namespace numaaff::detail

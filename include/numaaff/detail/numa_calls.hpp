@@ -59,6 +59,7 @@ struct refusal_counters {
   std::atomic<std::uint64_t> pages{0};     ///< pages move_to could not move or where() could not locate
   std::atomic<std::uint64_t> pinnings{0};  ///< pin_this_thread calls that could not bind the thread
   std::atomic<std::uint64_t> weighted_fallbacks{0};  ///< weighted interleaves done as plain interleave: no mappings left
+  std::atomic<std::uint64_t> huge_page_fallbacks{0};  ///< preferred blocks of explicit huge pages given ordinary pages
 };
 inline refusal_counters refusals;
 

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #ifndef MADV_COLD
 #define MADV_COLD 20  // Linux 5.4
@@ -70,5 +72,21 @@ inline bool huge_pages_seen_so_far() noexcept { return huge_pages_seen.load(std:
 
 inline std::uintptr_t align_down(std::uintptr_t v, std::size_t a) noexcept { return v & ~(std::uintptr_t{a} - 1); }
 inline std::uintptr_t align_up(std::uintptr_t v, std::size_t a) noexcept { return align_down(v + a - 1, a); }
+
+/// A node's pool of explicit huge pages of one size (sysfs): reserved and free pages, -1
+/// each when the node has no such pool or it cannot be read.
+struct hugetlb_pool {
+  long total = -1;
+  long free = -1;
+};
+inline hugetlb_pool hugetlb_pool_of(int node, std::size_t page_bytes) {
+  const std::string dir = "/sys/devices/system/node/node" + std::to_string(node) + "/hugepages/hugepages-" +
+                          std::to_string(page_bytes >> 10) + "kB/";
+  hugetlb_pool p;
+  std::ifstream total(dir + "nr_hugepages"), free(dir + "free_hugepages");
+  if (!(total >> p.total)) p.total = -1;
+  if (!(free >> p.free)) p.free = -1;
+  return p;
+}
 
 }  // namespace numaaff::detail
