@@ -131,13 +131,11 @@ void* kind_block(const numaaff_kind& c, std::size_t bytes, std::size_t align) no
   // The fast path, as numaaff::allocate's: a node or local kind with no page choice, from the
   // thread's cache. A node kind's node is checked first, as the slow path does: bins may hold
   // blocks of other nodes (a tier's, under a synthetic topology).
-  if ((c.options & ~unsigned{NUMAAFF_KIND_PREFERRED}) == 0 && (c.target != NUMAAFF_KIND_TARGET_NODE || valid(c.node))) {
-    const bool strict = (c.options & NUMAAFF_KIND_PREFERRED) == 0;
-    void* p = nullptr;
-    if (c.target == NUMAAFF_KIND_TARGET_LOCAL && c.node == -1)
-      p = numaaff::detail::cached_block_on(numaaff::detail::local_node_cached(), strict, bytes, align);
-    else if (c.target == NUMAAFF_KIND_TARGET_NODE)
-      p = numaaff::detail::cached_block_on(c.node, strict, bytes, align);
+  const bool node_kind = c.target == NUMAAFF_KIND_TARGET_NODE && valid(c.node);
+  const bool local_kind = c.target == NUMAAFF_KIND_TARGET_LOCAL && c.node == -1;
+  if ((c.options & ~unsigned{NUMAAFF_KIND_PREFERRED}) == 0 && (node_kind || local_kind)) {
+    void* p = numaaff::detail::cached_block_for(node_kind ? numaaff::kind::target::node : numaaff::kind::target::local,
+                                                c.node, (c.options & NUMAAFF_KIND_PREFERRED) == 0, bytes, align);
     if (p != nullptr) return p;
   }
   numaaff::kind k = numaaff::kind::local();

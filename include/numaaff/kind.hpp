@@ -184,24 +184,23 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
   return allocate_or_throw(bytes, align, n, o);
 }
 
-/// A small block on `n` (any int: a node without a cached block, or no node, gives nullptr)
-/// from the calling thread's cache; nullptr for a block that is not small.
-inline void* cached_block_on(int n, bool strict, std::size_t bytes, std::size_t align) noexcept {
+/// A small block of a node (`node`) or local target from the calling thread's cache, nullptr
+/// for any other target, a block that is not small, or an empty bin. The size is checked
+/// before the local node is read. Shared by numaaff::allocate and the C API's kind calls.
+inline void* cached_block_for(kind::target where, node_id node, bool strict, std::size_t bytes, std::size_t align) noexcept {
   if (bytes - 1 >= small_limit || align > small_limit) return nullptr;
-  return cached_block(n, strict ? 0 : 1, size_class(bytes, align));
+  const int n = where == kind::target::local ? local_node_cached() : where == kind::target::node ? node : -1;
+  return cached_block(n, strict ? 0 : 1, size_class(bytes, align));  // -1: no bin, nullptr
 }
 
 /// The fast path of a small block of a node or local kind: a block from the calling thread's
 /// cache, with no system call, lock or exception; nullptr sends the caller to kind_allocate
 /// (an empty bin, another kind, a block that is not small, a node that cannot be read). The
 /// same block kind_allocate would give: small blocks of these kinds come from the slabs of
-/// their node and family, whatever their huge-page choice other than `always`.
+/// their node and family, with no huge pages (per_block and never alike).
 inline void* kind_cached_block(const kind& k, std::size_t bytes, std::size_t align) noexcept {
-  if (bytes - 1 >= small_limit || align > small_limit) return nullptr;  // before any node is read
   if (k.pages() != numaaff::huge_page_mode::per_block && k.pages() != numaaff::huge_page_mode::never) return nullptr;
-  if (k.where() == kind::target::local) return cached_block_on(local_node_cached(), k.is_strict(), bytes, align);
-  if (k.where() == kind::target::node) return cached_block_on(k.node(), k.is_strict(), bytes, align);
-  return nullptr;
+  return cached_block_for(k.where(), k.node(), k.is_strict(), bytes, align);
 }
 
 /// Resizes the live block `p` (not null) to `bytes` (0: frees it, nullptr): the same block

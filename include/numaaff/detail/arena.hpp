@@ -296,11 +296,16 @@ inline bool node_available_bytes(int node, std::size_t& available) {
   return true;
 }
 
-/// The length of the mapping of a large block of `bytes` (whole explicit huge pages for a
-/// reserved mode, else whole pages); 0 when it overflows.
+/// The page size of a large block's mapping: its explicit huge pages, else the base page.
+inline std::size_t mapping_granule(const placement_options& o) noexcept {
+  const std::size_t reserved = reserved_page_bytes(o.huge_pages);
+  return reserved != 0 ? reserved : page_size();
+}
+
+/// The length of the mapping of a large block of `bytes`: whole pages of its granule; 0 when
+/// it overflows.
 inline std::size_t mapping_length(std::size_t bytes, const placement_options& o) noexcept {
-  const std::size_t granule = reserved_page_bytes(o.huge_pages) != 0 ? reserved_page_bytes(o.huge_pages) : page_size();
-  const std::size_t len = align_up(bytes, granule);
+  const std::size_t len = align_up(bytes, mapping_granule(o));
   return len < bytes ? 0 : len;
 }
 
@@ -356,12 +361,12 @@ inline void* map_reserved(std::size_t len, std::size_t align, int node, const pl
 /// A large block: its own mapping, bound, optionally huge-page aligned and populated.
 inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const placement_options& o,
                          std::error_code& ec) noexcept {
+  const std::size_t len = mapping_length(bytes, o);
+  if (len == 0) {
+    ec = std::make_error_code(std::errc::not_enough_memory);
+    return nullptr;
+  }
   if (reserved_page_bytes(o.huge_pages) != 0) {
-    const std::size_t len = mapping_length(bytes, o);
-    if (len == 0) {
-      ec = std::make_error_code(std::errc::not_enough_memory);
-      return nullptr;
-    }
     void* p = map_reserved(len, align, node, o, ec);
     if (p != nullptr || o.strict || ec == std::errc::invalid_argument) return p;
     // Preferred: ordinary pages, placed as a per-block mapping would be, and counted.
@@ -369,11 +374,6 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
     placement_options plain = o;
     plain.huge_pages = huge_page_mode::per_block;
     return map_on_node(len, align, node, plain, ec);
-  }
-  const std::size_t len = align_up(bytes, page_size());
-  if (len < bytes) {
-    ec = std::make_error_code(std::errc::not_enough_memory);
-    return nullptr;
   }
   const bool huge_aligned =
       o.huge_pages == huge_page_mode::always || (o.huge_pages == huge_page_mode::per_block && len >= huge_page_size());
@@ -665,6 +665,13 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
   central_give(node, f, c, give);
 }
 
+/// Puts a checked free block in its bin of the calling thread's cache; the bin stays bounded.
+inline void push_to_bin(thread_cache::bin& b, free_block* blk, int node, int f, int c) noexcept {
+  blk->next = b.head;
+  b.head = blk;
+  if (++b.count > bin_limit.of[c]) spill_bin(b, node, f, c);
+}
+
 /// Says which check a free of `p` (of `bytes`, 0: any) failed, and aborts.
 [[noreturn, gnu::noinline, gnu::cold]] inline void small_misuse(const void* p, std::size_t bytes) noexcept {
   const slab_header* h = slab_of(p);
@@ -683,10 +690,7 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 [[gnu::noinline]] inline void small_free_slow(free_block* blk, int node, int f, int c) noexcept {
   if (tcache.state == thread_cache::fresh) hook_thread_cache();
   if (node < cached_nodes && tcache.state == thread_cache::live) {
-    thread_cache::bin& b = tcache.bins[cache_bin_of(node, f, c)];
-    blk->next = b.head;
-    b.head = blk;
-    ++b.count;
+    push_to_bin(tcache.bins[cache_bin_of(node, f, c)], blk, node, f, c);
     return;
   }
   blk->next = nullptr;
@@ -710,10 +714,7 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const std::uint32_t bin = h->cache_bin;
   thread_cache& t = tcache;
   if (bin < cache_bins && t.state == thread_cache::live) {
-    thread_cache::bin& b = t.bins[bin];
-    blk->next = b.head;
-    b.head = blk;
-    if (++b.count > bin_limit.of[c]) spill_bin(b, h->node, h->family, c);  // keep the cache bounded
+    push_to_bin(t.bins[bin], blk, h->node, h->family, c);
     return;
   }
   small_free_slow(blk, h->node, h->family, c);
@@ -732,8 +733,7 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   try {
     std::lock_guard<std::mutex> guard(t.large_lock);
     // An entry left at this address means its block was unmapped behind our back: replaced.
-    const std::size_t granule = reserved_page_bytes(o.huge_pages) != 0 ? reserved_page_bytes(o.huge_pages) : page_size();
-    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), arena_table::large_block{len, granule});
+    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), arena_table::large_block{len, mapping_granule(o)});
   } catch (...) {  // no room for the entry
     sys_munmap(p, len);
     ec = std::make_error_code(std::errc::not_enough_memory);
