@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstdio>
@@ -340,4 +341,99 @@ TEST(Kind, CrossThreadFreesKeepTheResidentSizeBounded) {
     if (r == 1) after_first = numaaff_test::status_kib("VmRSS:");
   }
   EXPECT_LE(numaaff_test::status_kib("VmRSS:"), after_first + 8 * 1024) << "resident KiB after round 2: " << after_first;
+}
+
+// A program that frees everything gets its memory back: a slab whose blocks are all free gives
+// its pages to the kernel (one per list is kept), and the slab serves any class again.
+TEST(Kind, FreeingEveryBlockGivesTheMemoryBack) {
+  if (numaaff_test::address_sanitizer || numaaff_test::thread_sanitizer)
+    GTEST_SKIP() << "the sanitizer's shadow memory moves the resident size";
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  constexpr std::size_t count = std::size_t{1} << 18, bytes = 64;  // 16 MiB
+  std::vector<void*> blocks(count, nullptr);
+  const std::size_t base = numaaff_test::status_kib("VmRSS:");
+  for (void*& p : blocks) {
+    p = numaaff::allocate(k, bytes);
+    std::memset(p, 1, bytes);
+  }
+  const std::size_t live = numaaff_test::status_kib("VmRSS:");
+  EXPECT_GE(live, base + 15 * 1024) << "16 MiB of blocks are resident";
+  for (void* p : blocks) numaaff::deallocate(p);
+  // Left: one spare slab, the thread's bin, and the header page of each slab given back.
+  EXPECT_LE(numaaff_test::status_kib("VmRSS:"), base + 2 * 1024) << "resident KiB with the blocks live: " << live - base;
+}
+
+TEST(Kind, ASlabGivenBackServesAnotherClass) {
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  std::vector<void*> small(6 * numaaff::detail::blocks_per_slab(2));  // 64 B: six slabs
+  for (void*& p : small) p = numaaff::allocate(k, 64);
+  for (void* p : small) numaaff::deallocate(p);
+  std::set<const void*> given_back;
+  for (void* p : small)
+    if (numaaff::detail::slab_of(p)->carved.load() == 0) given_back.insert(numaaff::detail::slab_of(p));
+  ASSERT_GE(given_back.size(), 2u) << "slabs whose blocks are all free (the first and last may not be; one is kept)";
+  // The 1 KiB list first uses up whatever free blocks earlier tests left it, then takes slabs
+  // from the pool: within 64 MiB of blocks, one of those.
+  std::vector<void*> large;
+  bool reused = false;
+  while (!reused && large.size() < 65536) {
+    large.push_back(numaaff::allocate(k, 1024));
+    std::memset(large.back(), 2, 1024);
+    reused = given_back.count(numaaff::detail::slab_of(large.back())) != 0;
+  }
+  EXPECT_TRUE(reused) << "1 KiB blocks from a slab that held 64 B blocks";
+  for (void* p : large) numaaff::deallocate(p);
+}
+
+TEST(KindDeath, AFreeIntoASlabGivenBackAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  // The pages of a slab given back read as zeros, so a freed block's mark is gone: without
+  // another check a second free of it would be taken, and the block handed out twice.
+  EXPECT_DEATH(
+      {
+        const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+        std::vector<void*> blocks(4 * numaaff::detail::blocks_per_slab(2));
+        for (void*& p : blocks) p = numaaff::allocate(k, 64);
+        for (void* p : blocks) numaaff::deallocate(p);
+        // A block whose page the kernel took back (mincore) is in a slab given back.
+        for (void* p : blocks) {
+          auto* page = reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{4095});
+          unsigned char resident = 1;
+          if (page != numaaff::detail::slab_of(p) && ::mincore(page, 4096, &resident) == 0 && (resident & 1) == 0)
+            numaaff::deallocate(p);
+        }
+        std::fprintf(stderr, "no slab was given back\n");
+      },
+      "did not allocate");
+}
+
+// A large block that grows moves its mapping (mremap): pages it never touched stay untouched,
+// where a copy would write every one of them.
+TEST(Kind, ALargeBlockGrowsWithoutCopyingItsPages) {
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  auto* p = static_cast<char*>(numaaff::allocate(k, 64 * mib));
+  p[0] = 7;
+  p[64 * mib - 1] = 9;
+  const std::size_t before = numaaff_test::status_kib("VmRSS:");
+  auto* q = static_cast<char*>(numaaff::reallocate(k, p, 128 * mib));
+  const std::size_t after = numaaff_test::status_kib("VmRSS:");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q[0], 7);
+  EXPECT_EQ(q[64 * mib - 1], 9);
+  EXPECT_LE(after, before + 8 * 1024) << "resident KiB grew by " << after - before;
+  EXPECT_EQ(numaaff::usable_size(q), 128 * mib);
+  q[128 * mib - 1] = 3;
+  q = static_cast<char*>(numaaff::reallocate(k, q, 40 * mib));  // shrinks the same way
+  EXPECT_EQ(q[0], 7);
+  EXPECT_EQ(numaaff::usable_size(q), 40 * mib);
+  numaaff::deallocate(q);
+  // Where the kernel will not move it, the block is copied: the same contents.
+  numaaff::detail::scoped_failure refuse(numaaff::detail::sys::mremap, ENOMEM);
+  auto* r = static_cast<char*>(numaaff::allocate(k, mib));
+  std::memset(r, 5, mib);
+  r = static_cast<char*>(numaaff::reallocate(k, r, 3 * mib));
+  for (std::size_t i = 0; i < mib; i += 4096) ASSERT_EQ(r[i], 5);
+  EXPECT_EQ(numaaff::usable_size(r), 3 * mib);
+  numaaff::deallocate(r);
 }

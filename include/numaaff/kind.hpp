@@ -144,6 +144,19 @@ inline node_id kind_node(const kind& k) {
   return local_node();
 }
 
+/// False when `bytes` of strict kind `k` would not fit on `node`. A strict block larger than
+/// what its node can still take would end in the OOM killer at first touch: it is refused
+/// instead. The room is the node's free memory, re-read at most every 10 ms; nothing is taken
+/// from it here, since a block freed right after would not give it back (an allocate/free
+/// loop would run the room down to nothing). Small blocks come from slabs and are not checked
+/// one by one; explicit huge pages come from the node's pool, which map_reserved checks.
+inline bool kind_has_room(const kind& k, node_id node, std::size_t bytes, std::size_t align) {
+  if (!k.is_strict() || is_small(bytes, align) || reserved_page_bytes(static_cast<detail::huge_page_mode>(k.pages())) != 0)
+    return true;
+  const std::uint64_t room = node_room(node);
+  return room == room_unknown || room >= bytes;
+}
+
 /// A block of kind `k`. @throws std::bad_alloc when a strict kind's node has no room for it
 /// (or memory runs out); std::system_error if the kernel refuses a placement it should take.
 inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) {
@@ -171,16 +184,7 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
       !is_small(bytes, align) && k.pages() == numaaff::huge_page_mode::per_block)
     return tier_allocate(tier_of(k), bytes, align);
   const node_id n = kind_node(k);
-  // A strict block larger than what its node can still take would end in the OOM killer at
-  // first touch: refuse it now. The room is the node's free memory, re-read at most every
-  // 10 ms; nothing is taken from it here, since a block freed right after would not give it
-  // back (an allocate/free loop would run the room down to nothing). Small blocks come from
-  // slabs and are not checked one by one.
-  // Explicit huge pages come from the node's pool, not its free memory: map_reserved checks.
-  if (k.is_strict() && !is_small(bytes, align) && reserved_page_bytes(static_cast<detail::huge_page_mode>(k.pages())) == 0) {
-    const std::uint64_t room = node_room(n);
-    if (room != room_unknown && room < bytes) throw_bad_alloc();
-  }
+  if (!kind_has_room(k, n, bytes, align)) throw_bad_alloc();
   return allocate_or_throw(bytes, align, n, o);
 }
 
@@ -204,11 +208,13 @@ inline void* kind_cached_block(const kind& k, std::size_t bytes, std::size_t ali
 }
 
 /// Resizes the live block `p` (not null) to `bytes` (0: frees it, nullptr): the same block
-/// when its size class (a slab block) or page count (a mapping of its own) is already right, else a block from
+/// when its size class (a slab block) or page count (a mapping of its own) is already right;
+/// a large block that stays large and that `may_remap(bytes)` allows has its mapping moved
+/// (remap_large: pages and placement kept, nothing copied); else a block from
 /// `allocate(bytes)` (which throws or returns nullptr on failure, leaving `p` as it was) with
 /// the contents copied up to the smaller size.
-template <class Allocate>
-void* reallocate_with(void* p, std::size_t bytes, Allocate&& allocate) {
+template <class Allocate, class MayRemap>
+void* reallocate_with(void* p, std::size_t bytes, Allocate&& allocate, MayRemap&& may_remap) {
   if (bytes == 0) {
     numa_free(p);
     return nullptr;
@@ -219,6 +225,8 @@ void* reallocate_with(void* p, std::size_t bytes, Allocate&& allocate) {
     if (is_small(bytes, align) && class_bytes(size_class(bytes, align)) == have) return p;
   } else if (align_up(bytes, page_size()) == have) {  // a mapping of its own keeps its pages
     return p;
+  } else if (!is_small(bytes, align) && may_remap(bytes)) {
+    if (void* q = remap_large(p, bytes)) return q;
   }
   void* q = allocate(bytes);
   if (q == nullptr) return nullptr;
@@ -292,7 +300,10 @@ inline std::size_t usable_size(const void* p) noexcept { return detail::numa_usa
  */
 inline void* reallocate(const kind& k, void* p, std::size_t bytes) {
   if (p == nullptr) return allocate(k, bytes);
-  return detail::reallocate_with(p, bytes, [&](std::size_t n) { return detail::kind_allocate(k, n, alignof(std::max_align_t)); });
+  constexpr std::size_t align = alignof(std::max_align_t);
+  return detail::reallocate_with(
+      p, bytes, [&](std::size_t n) { return detail::kind_allocate(k, n, align); },
+      [&](std::size_t n) { return k.where() == kind::target::interleave || detail::kind_has_room(k, detail::kind_node(k), n, align); });
 }
 
 /// A standard allocator of kind `k` (see the file comment). All allocators of equal kinds

@@ -9,7 +9,11 @@
 // (bounded per class: 128 KiB of blocks, at least 64), so a small allocate/free pair is a few
 // loads and stores, not a lock or a system call (numa_alloc_onnode makes one mmap per call).
 // A freed block goes back to the list of the node its slab is bound to: memory is reused on
-// its own node only. Slabs are never returned to the kernel.
+// its own node only. A slab whose blocks are all back in its list is given back: its pages go
+// to the kernel (MADV_DONTNEED; the binding stays with the mapping) and the slab to its node's
+// pool, from which any class of the same family takes it again. One such slab per list is kept
+// as it is, so that a list that empties and refills a slab does not fault its pages in again
+// each time.
 //
 // A free is checked before it touches any list: a table of every slab (two loads) and a
 // registry of every large mapping say whether the pointer is the start of a block of ours,
@@ -180,18 +184,47 @@ struct slab_header {
   /// a free finds its bin with one load.
   std::uint32_t cache_bin;
   /// End of the blocks carved so far (offset from the slab start): written under the list's
-  /// lock before a block leaves it, so a free of any block handed out sees it past the block.
+  /// lock before a block leaves it, so a free of any block handed out sees it past the block;
+  /// 0 while the slab is in its node's pool, so that a free into it aborts.
   std::atomic<std::uint32_t> carved;
+  // Under the central list's lock: the slab's free blocks, and its links in the list's chain of
+  // slabs that have some (in the node's pool, `next` links the pool).
+  std::uint32_t free_count;
+  free_block* free_head;
+  slab_header* prev;
+  slab_header* next;
 };
+static_assert(sizeof(slab_header) <= 64, "the first block of a slab starts 64 bytes in");
+
+/// Where the first block of class `c` starts in its slab, and how many the slab holds.
+inline std::size_t first_block_offset(int c) noexcept { return class_bytes(c) < 64 ? 64 : class_bytes(c); }
+inline std::uint32_t blocks_per_slab(int c) noexcept {
+  return static_cast<std::uint32_t>((slab_size - first_block_offset(c)) / class_bytes(c));
+}
 
 struct central_list {
   std::mutex lock;
-  free_block* head = nullptr;
-  char* bump = nullptr;  // unused tail of the newest slab
+  slab_header* partial = nullptr;  // the slabs with blocks in their free lists, doubly linked
+  slab_header* spare = nullptr;    // one of them whose blocks are all free, kept with its pages
+  char* bump = nullptr;            // unused tail of the newest slab
   char* bump_end = nullptr;
+
+  void link(slab_header* h) noexcept {
+    h->prev = nullptr;
+    h->next = partial;
+    if (partial != nullptr) partial->prev = h;
+    partial = h;
+  }
+  void unlink(slab_header* h) noexcept {
+    (h->prev != nullptr ? h->prev->next : partial) = h->next;
+    if (h->next != nullptr) h->next->prev = h->prev;
+    h->prev = h->next = nullptr;
+  }
 };
 struct node_arena {
   central_list lists[family_count][class_count];
+  std::mutex pool_lock;                     // taken after a list's lock, never before
+  slab_header* pool[family_count] = {};     // slabs given back, their pages with the kernel
 };
 
 /// mbind a fresh mapping to one node. MPOL_PREFERRED when not strict.
@@ -444,8 +477,12 @@ struct arena_table {
       if (node_arena* p = a.load(std::memory_order_acquire))
         for (auto& family : p->lists)
           for (central_list& l : family) l.lock.lock();
+    for (auto& a : arenas)
+      if (node_arena* p = a.load(std::memory_order_acquire)) p->pool_lock.lock();
   }
   void unlock_all() {
+    for (auto& a : arenas)
+      if (node_arena* p = a.load(std::memory_order_acquire)) p->pool_lock.unlock();
     for (auto& a : arenas)
       if (node_arena* p = a.load(std::memory_order_acquire))
         for (auto& family : p->lists)
@@ -476,51 +513,77 @@ inline slab_header* slab_of(const void* p) noexcept {
   return reinterpret_cast<slab_header*>(align_down(reinterpret_cast<std::uintptr_t>(p), slab_size));
 }
 
-/// Takes up to `want` blocks of class `c` of family `f` on `node` from the central list
-/// (carving a new slab when empty). Returns a chain and its length; nullptr with ec on failure.
+/// A slab for class `c` of family `f` on `node`: one from the node's pool (its pages come back
+/// bound, on first touch), else a new mapping, bound and recorded. nullptr with ec on failure.
+inline slab_header* new_slab(node_arena& arena, int node, int f, int c, std::error_code& ec) noexcept {
+  slab_header* h = nullptr;
+  {
+    std::lock_guard<std::mutex> guard(arena.pool_lock);
+    h = arena.pool[f];
+    if (h != nullptr) arena.pool[f] = h->next;
+  }
+  if (h == nullptr) {
+    void* slab = map_aligned(slab_size, slab_size, ec);
+    if (slab == nullptr) return nullptr;
+    advise_huge_pages(slab, slab_size, huge_page_mode::never);  // many blocks share a slab
+    placement_options bind;
+    bind.strict = f == 0;
+    ec = bind_mapping(slab, slab_size, node, bind);
+    if (!ec && !slabs.mark(reinterpret_cast<std::uintptr_t>(slab))) ec = std::make_error_code(std::errc::not_enough_memory);
+    if (ec) {
+      sys_munmap(slab, slab_size);
+      return nullptr;
+    }
+    h = static_cast<slab_header*>(slab);
+    h->magic = slab_magic;
+    h->node = node;
+    h->family = f;
+  }
+  h->size_class = c;
+  h->cache_bin = cache_bin_of(node, f, c);
+  h->carved.store(0, std::memory_order_relaxed);
+  h->free_count = 0;
+  h->free_head = nullptr;
+  h->prev = h->next = nullptr;
+  return h;
+}
+
+/// Takes up to `want` blocks of class `c` of family `f` on `node` from the central list: the
+/// free blocks of its slabs first, then fresh ones carved from the newest slab (a new slab
+/// when it is used up). Returns a chain and its length; nullptr with ec on failure.
 inline free_block* central_take(int node, int f, int c, std::uint32_t want, std::uint32_t& got,
                                 std::error_code& ec) noexcept {
   got = 0;
-  central_list* list = nullptr;
+  node_arena* arena = nullptr;
   try {
-    list = &arena_of(node).lists[f][c];
+    arena = &arena_of(node);
   } catch (...) {
     ec = std::make_error_code(std::errc::not_enough_memory);
     return nullptr;
   }
+  central_list* list = &arena->lists[f][c];
   const std::size_t size = class_bytes(c);
   std::lock_guard<std::mutex> guard(list->lock);
   free_block* chain = nullptr;
-  while (got < want && list->head != nullptr) {
-    free_block* b = list->head;
-    list->head = b->next;
-    b->next = chain;
-    chain = b;
-    ++got;
+  while (got < want && list->partial != nullptr) {
+    slab_header* h = list->partial;
+    if (h == list->spare) list->spare = nullptr;
+    while (got < want && h->free_head != nullptr) {
+      free_block* b = h->free_head;
+      h->free_head = b->next;
+      --h->free_count;
+      b->next = chain;
+      chain = b;
+      ++got;
+    }
+    if (h->free_head == nullptr) list->unlink(h);
   }
   while (got < want) {
     if (list->bump == list->bump_end) {
-      void* slab = map_aligned(slab_size, slab_size, ec);
-      if (slab == nullptr) break;
-      advise_huge_pages(slab, slab_size, huge_page_mode::never);  // many blocks share a slab
-      placement_options bind;
-      bind.strict = f == 0;
-      ec = bind_mapping(slab, slab_size, node, bind);
-      if (!ec && !slabs.mark(reinterpret_cast<std::uintptr_t>(slab))) ec = std::make_error_code(std::errc::not_enough_memory);
-      if (ec) {
-        sys_munmap(slab, slab_size);
-        break;
-      }
-      auto* h = static_cast<slab_header*>(slab);
-      h->magic = slab_magic;
-      h->node = node;
-      h->size_class = c;
-      h->family = f;
-      h->cache_bin = cache_bin_of(node, f, c);
-      h->carved.store(0, std::memory_order_relaxed);
-      const std::size_t first = size < 64 ? 64 : size;
-      list->bump = static_cast<char*>(slab) + first;
-      list->bump_end = static_cast<char*>(slab) + slab_size;
+      slab_header* h = new_slab(*arena, node, f, c, ec);
+      if (h == nullptr) break;
+      list->bump = reinterpret_cast<char*>(h) + first_block_offset(c);
+      list->bump_end = reinterpret_cast<char*>(h) + slab_size;
     }
     auto* b = reinterpret_cast<free_block*>(list->bump);
     b->freed = freed_mark(b);  // free until handed out: a free of it before then is caught
@@ -535,14 +598,45 @@ inline free_block* central_take(int node, int f, int c, std::uint32_t want, std:
   return chain;
 }
 
+/// Puts a chain of free blocks back in their slabs' lists. A slab whose blocks are then all
+/// free is kept as the list's spare, or, when it has one, given back: its pages to the kernel
+/// and the slab to the node's pool (after the list's lock: madvise takes a while).
 inline void central_give(int node, int f, int c, free_block* chain) noexcept {
-  central_list& list = arena_of(node).lists[f][c];  // exists: the blocks came from it
-  std::lock_guard<std::mutex> guard(list.lock);
-  while (chain != nullptr) {
-    free_block* next = chain->next;
-    chain->next = list.head;
-    list.head = chain;
-    chain = next;
+  node_arena& arena = arena_of(node);  // exists: the blocks came from it
+  central_list& list = arena.lists[f][c];
+  const std::uint32_t all = blocks_per_slab(c);
+  slab_header* emptied = nullptr;
+  {
+    std::lock_guard<std::mutex> guard(list.lock);
+    while (chain != nullptr) {
+      free_block* next = chain->next;
+      slab_header* h = slab_of(chain);
+      chain->next = h->free_head;
+      h->free_head = chain;
+      if (h->free_count++ == 0) list.link(h);
+      // Every block free means every block was carved: the slab is not the one being carved.
+      if (h->free_count == all) {
+        if (list.spare == nullptr) {
+          list.spare = h;
+        } else {
+          list.unlink(h);
+          h->carved.store(0, std::memory_order_relaxed);
+          h->next = emptied;
+          emptied = h;
+        }
+      }
+      chain = next;
+    }
+  }
+  while (emptied != nullptr) {
+    slab_header* h = emptied;
+    emptied = h->next;
+    // The header's page stays: it links the pool. A failure leaves the pages where they are.
+    const std::size_t keep = page_size();
+    (void)call(sys::madvise, [&] { return ::madvise(reinterpret_cast<char*>(h) + keep, slab_size - keep, MADV_DONTNEED); });
+    std::lock_guard<std::mutex> guard(arena.pool_lock);
+    h->next = arena.pool[f];
+    arena.pool[f] = h;
   }
 }
 
@@ -761,6 +855,33 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   // A freed block must not stay armed for next-touch: its addresses will be reused.
   if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + len);
   sys_munmap(p, len);
+}
+
+/// The large block at `p` resized to `bytes` by moving its mapping (mremap): its pages and
+/// its memory policy go with it, nothing is copied. nullptr, the block untouched, when it
+/// cannot be: a block of explicit huge pages, one whose placement split it into several
+/// mappings (the kernel moves one mapping at a time), or no room in the address space. A
+/// next-touch arming of the block is undone first: its addresses may change.
+[[gnu::noinline]] inline void* remap_large(void* p, std::size_t bytes) noexcept {
+  const std::size_t ps = page_size();
+  const std::size_t len = align_up(bytes, ps);
+  if (len < bytes) return nullptr;
+  const auto at = reinterpret_cast<std::uintptr_t>(p);
+  arena_table& t = arena_table::instance();
+  std::lock_guard<std::mutex> guard(t.large_lock);
+  const auto it = t.large.find(at);
+  if (it == t.large.end()) heap_misuse("resize of a pointer numaaff did not allocate, or of a freed block", p);
+  if (it->second.granule != ps) return nullptr;
+  if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + it->second.len);
+  const auto r = sys_mremap(p, it->second.len, len);
+  if (!r) return nullptr;
+  // The entry is moved, not made: the table holds as many entries as before, so nothing
+  // allocates or rehashes.
+  auto entry = t.large.extract(it);
+  entry.key() = reinterpret_cast<std::uintptr_t>(r.value);
+  entry.mapped().len = len;
+  t.large.insert(std::move(entry));
+  return r.value;
 }
 
 /// Memory for `bytes` aligned to `align` on `node`; nullptr and ec on failure.

@@ -208,6 +208,11 @@ inline sys_result<int> sys_munmap(void* addr, std::size_t len) noexcept {
   return call(sys::munmap, [&] { return ::munmap(addr, len); });
 }
 
+/// Moves or resizes a mapping, its pages and its memory policy with it (MREMAP_MAYMOVE).
+inline sys_result<void*> sys_mremap(void* addr, std::size_t old_len, std::size_t new_len) noexcept {
+  return call(sys::mremap, [&] { return ::mremap(addr, old_len, new_len, MREMAP_MAYMOVE); });
+}
+
 inline sys_result<int> sys_mprotect(void* addr, std::size_t len, int prot) noexcept {
   return call(sys::mprotect, [&] { return ::mprotect(addr, len, prot); });
 }

@@ -25,6 +25,7 @@ enum class sys : unsigned char {
   set_mempolicy_home_node,
   mmap,
   munmap,
+  mremap,
   mprotect,
   madvise,
   mincore,
@@ -39,7 +40,7 @@ enum class sys : unsigned char {
 constexpr const char* sys_name(sys s) noexcept {
   constexpr const char* names[] = {"mbind",         "move_pages",        "get_mempolicy",
                                    "set_mempolicy_home_node",
-                                   "mmap",          "munmap",            "mprotect",
+                                   "mmap",          "munmap",            "mremap",            "mprotect",
                                    "madvise",       "mincore",           "process_vm_readv",
                                    "sched_getaffinity", "sched_setaffinity",
                                    "getcpu",        "sigaction"};
