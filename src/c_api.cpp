@@ -12,6 +12,8 @@
 #include <numaaff/system_report.hpp>
 #include <numaaff/topology.hpp>
 
+#include "c_errors.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -22,32 +24,10 @@
 
 namespace {
 
-/// The errno value for an error code: its own for a system error, the generic condition's for
-/// numaaff's (too many armed ranges: ENOSPC), EIO for anything else.
-int from_code(const std::error_code& ec) noexcept {
-  if (!ec) return 0;
-  if (ec.category() == std::generic_category() || ec.category() == std::system_category()) return ec.value();
-  if (ec == numaaff::errc::too_many_ranges) return ENOSPC;
-  const std::error_condition c = ec.default_error_condition();
-  return c.category() == std::generic_category() ? c.value() : EIO;
-}
+using numaaff_c::allocated;
+using numaaff_c::from_code;
+using numaaff_c::guarded;
 
-/// Runs f, turning whatever it throws into an errno value.
-template <class F>
-int guarded(F&& f) noexcept {
-  try {
-    f();
-    return 0;
-  } catch (const std::invalid_argument&) {
-    return EINVAL;
-  } catch (const std::bad_alloc&) {
-    return ENOMEM;
-  } catch (const std::system_error& e) {
-    return from_code(e.code());
-  } catch (...) {
-    return EIO;
-  }
-}
 
 bool valid(int node) noexcept {
   bool ok = false;
@@ -72,10 +52,6 @@ int copy_out(const std::vector<int>& values, int* out, std::size_t capacity, std
   return 0;
 }
 
-void* allocated(int error, void* p) noexcept {
-  if (p == nullptr) errno = error != 0 ? error : ENOMEM;
-  return p;
-}
 
 /// The owners of every block, copied once their count is known to cover the range (0), or an errno.
 int copy_owners(std::size_t bytes, std::size_t block_bytes, const int* owners, std::size_t owner_count,

@@ -8,6 +8,8 @@
 #include <numaaff/placement.hpp>
 #include <numaaff/topology.hpp>
 
+#include "c_errors.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -60,8 +62,7 @@ numaaff::detail::interleave_state* hbw_interleave() {
 void* hbw_block(std::size_t size, std::size_t align, numaaff::huge_page_mode pages) noexcept {
   allocated_once.store(true, std::memory_order_relaxed);
   void* p = nullptr;
-  int error = 0;
-  try {
+  const int error = numaaff_c::guarded([&] {
     const int mode = policy.load(std::memory_order_relaxed);
     if (mode == HBW_POLICY_INTERLEAVE) {
       numaaff::detail::interleave_state* s = hbw_interleave();
@@ -74,15 +75,8 @@ void* hbw_block(std::size_t size, std::size_t align, numaaff::huge_page_mode pag
       if (h < 0) throw std::bad_alloc();
       p = numaaff::allocate(numaaff::kind::on_node(h).with_pages(pages), size, align);
     }
-  } catch (const std::system_error& e) {
-    error = e.code().category() == std::generic_category() || e.code().category() == std::system_category()
-                ? e.code().value()
-                : ENOMEM;
-  } catch (...) {
-    error = ENOMEM;
-  }
-  if (p == nullptr) errno = error != 0 ? error : ENOMEM;
-  return p;
+  });
+  return numaaff_c::allocated(error, p);
 }
 
 int aligned_block(void** memptr, std::size_t alignment, std::size_t size, numaaff::huge_page_mode pages) noexcept {
@@ -130,7 +124,11 @@ void* hbw_calloc(size_t nmemb, size_t size) noexcept {
 
 void* hbw_realloc(void* ptr, size_t size) noexcept {
   if (ptr == nullptr) return hbw_malloc(size);
-  return numaaff::detail::reallocate_with(ptr, size, [](std::size_t n) { return hbw_malloc(n); });
+  // A BIND block that grows goes the allocation's way, which refuses what the node cannot hold.
+  const int mode = policy.load(std::memory_order_relaxed);
+  return numaaff::detail::reallocate_with(
+      ptr, size, [](std::size_t n) { return hbw_malloc(n); },
+      [mode](std::size_t) { return mode == HBW_POLICY_PREFERRED || mode == HBW_POLICY_INTERLEAVE; });
 }
 
 void hbw_free(void* ptr) noexcept { numaaff::deallocate(ptr); }
