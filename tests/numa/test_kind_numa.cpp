@@ -12,6 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -45,6 +49,23 @@ TEST(KindNuma, ANodeKindPutsEveryPageOfEveryBlockOnItsNode) {
       }
       for (void* p : blocks) numaaff::deallocate(p);
     }
+}
+
+// A large block that grows moves its mapping (mremap): its placement goes with it, and the
+// pages it gains are placed as the block's first pages were.
+TEST(KindNuma, AGrownBlockKeepsEveryPageOnItsNode) {
+  NUMAAFF_REQUIRE_NODES(2);
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  for (int n : sysfs_nodes()) {
+    auto* p = static_cast<char*>(numaaff::allocate(kind::on_node(n), mib));
+    std::memset(p, 1, mib);
+    p = static_cast<char*>(numaaff::reallocate(kind::on_node(n), p, 8 * mib));
+    std::memset(p + mib, 2, 7 * mib);
+    const auto raw = query_pages(p, 8 * mib);
+    EXPECT_EQ(raw.on(n), raw.total) << "node " << n;
+    EXPECT_EQ(p[0], 1);
+    numaaff::deallocate(p);
+  }
 }
 
 TEST(KindNuma, TheLocalKindFollowsTheAllocatingThread) {
@@ -223,4 +244,34 @@ TEST(KindNuma, FastestAndHbwMallocLandOnTheHbmNodeOfTheTieredGuest) {
     EXPECT_EQ(query_pages(c, std::size_t{1} << 20).per_node.size(), 1u) << "capacity: one node for the block";
     numaaff::deallocate(c);
   }).join();
+}
+
+// hbwmalloc(3) when the high-bandwidth node is full: BIND returns NULL with ENOMEM, PREFERRED
+// falls back to other memory. This process holds all of node 2's room (a strict block, written)
+// while a C program of hbwmalloc's API, in a process of its own (the policy is set once, before
+// the first allocation), asks for more: tests/c/hbw_when_full.c says what it checks.
+TEST(KindNuma, HbwBindFailsAndPreferredFallsBackWhenTheHbmNodeIsFull) {
+  NUMAAFF_REQUIRE_MEMORY_TIERS();
+  const int hbm = 2;
+  std::size_t room = 0;
+  ASSERT_TRUE(numaaff::detail::node_available_bytes(hbm, room));
+  ASSERT_GT(room, std::size_t{16} << 20);
+  const std::size_t fill = room - (std::size_t{4} << 20);
+  void* filler = numaaff::allocate(kind::on_node(hbm), fill);
+  std::memset(filler, 1, fill);
+  const auto run = [&](const char* policy) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      numaaff::pin_this_thread(0);  // node 2 is node 0's high-bandwidth memory
+      const std::string node = std::to_string(hbm);
+      execl(NUMAAFF_HBW_WHEN_FULL, NUMAAFF_HBW_WHEN_FULL, policy, node.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  };
+  EXPECT_EQ(run("bind"), 0) << "BIND with node 2 full (tests/c/hbw_when_full.c numbers its checks)";
+  EXPECT_EQ(run("preferred"), 0) << "PREFERRED with node 2 full";
+  numaaff::deallocate(filler);
 }
