@@ -15,6 +15,12 @@
 !   p = numaaff_alloc_onnode(n * 8_c_size_t, 0_c_int)
 !   call c_f_pointer(p, a, [n])
 !   ierr = numaaff_next_touch(p, n * 8_c_size_t)   ! each page follows its next toucher
+!
+! The heap by kind gives array pointers directly (numaaff_kind_allocate, below):
+!
+!   real(c_double), pointer :: b(:, :)
+!   call numaaff_kind_allocate(numaaff_kind_local, b, [n, m], ierr)   ! ierr 0, or b null()
+!   call numaaff_kind_deallocate(b)                                    ! b null() again
 module numaaff
   use, intrinsic :: iso_c_binding
   implicit none
@@ -35,7 +41,7 @@ module numaaff
   public :: numaaff_kind, numaaff_kind_local, numaaff_kind_interleave, numaaff_kind_fastest, numaaff_kind_capacity
   public :: numaaff_kind_onnode, numaaff_kind_with, numaaff_kind_equal
   public :: numaaff_kind_malloc, numaaff_kind_calloc, numaaff_kind_realloc, numaaff_kind_posix_memalign
-  public :: numaaff_kind_free, numaaff_kind_usable_size
+  public :: numaaff_kind_free, numaaff_kind_usable_size, numaaff_kind_allocate, numaaff_kind_deallocate
   public :: numaaff_kind_target_node, numaaff_kind_target_local, numaaff_kind_target_interleave
   public :: numaaff_kind_target_fastest, numaaff_kind_target_capacity
   public :: numaaff_kind_preferred, numaaff_kind_pages_default, numaaff_kind_pages_no_huge, numaaff_kind_pages_thp
@@ -316,6 +322,41 @@ module numaaff
     end function
   end interface
 
+  ! call numaaff_kind_allocate(kind, a, extents[, err]) points the array pointer `a` at a new
+  ! block of kind `kind` shaped `extents` (lower bounds 1), as numaaff_kind_malloc would give
+  ! it (same alignment, contents undefined). `a` is real(c_double), real(c_float),
+  ! integer(c_int), integer(c_int64_t) or complex(c_double_complex), of rank 1, 2 or 3;
+  ! `extents` are default integers, one per dimension (the total may exceed huge(0)).
+  ! `err` (optional) is 0, or: EINVAL (22) for a negative extent or an invalid kind (e.g.
+  ! numaaff_kind_onnode of an unknown node); ENOMEM (12) when the bytes exceed
+  ! huge(0_c_size_t) or the kind has no room (a strict kind's node is full); the errno of a
+  ! placement the kernel refused. On failure `a` is null(); without `err` that is the only sign.
+  ! A shape with an extent 0 still checks the kind and gives an associated, zero-size `a`
+  ! (size(a) == 0) that holds no heap memory: C_LOC is not allowed on a zero-size array, so no
+  ! block is kept for it.
+  ! Free the memory with numaaff_kind_deallocate(a) only (or numaaff_kind_free(c_loc(a)) for a
+  ! non-empty `a`), never with Fortran's deallocate; `a` must still point at the whole array.
+  ! It frees the block and nullifies `a`; a null `a` is a no-op. Thread safety as the C calls:
+  ! any thread may allocate, and any thread may free a block another allocated. One node (or a
+  ! sandbox): works, every kind is node 0's memory.
+  interface numaaff_kind_allocate
+    module procedure kind_allocate_double_1, kind_allocate_double_2, kind_allocate_double_3
+    module procedure kind_allocate_float_1, kind_allocate_float_2, kind_allocate_float_3
+    module procedure kind_allocate_int_1, kind_allocate_int_2, kind_allocate_int_3
+    module procedure kind_allocate_int64_1, kind_allocate_int64_2, kind_allocate_int64_3
+    module procedure kind_allocate_complex_1, kind_allocate_complex_2, kind_allocate_complex_3
+  end interface numaaff_kind_allocate
+  interface numaaff_kind_deallocate
+    module procedure kind_deallocate_double_1, kind_deallocate_double_2, kind_deallocate_double_3
+    module procedure kind_deallocate_float_1, kind_deallocate_float_2, kind_deallocate_float_3
+    module procedure kind_deallocate_int_1, kind_deallocate_int_2, kind_deallocate_int_3
+    module procedure kind_deallocate_int64_1, kind_deallocate_int64_2, kind_deallocate_int64_3
+    module procedure kind_deallocate_complex_1, kind_deallocate_complex_2, kind_deallocate_complex_3
+  end interface numaaff_kind_deallocate
+
+  ! What every zero-size array of numaaff_kind_allocate points at (never read or written).
+  complex(c_double_complex), target, save :: zero_size_anchor
+
 contains
 
   ! The capability report as a Fortran string (allocated to its length).
@@ -365,4 +406,318 @@ contains
     integer(c_int), parameter :: sc_pagesize = 30  ! _SC_PAGESIZE on Linux
     numaaff_page_bytes = int(sysconf_c(sc_pagesize), c_size_t)
   end function
+
+  ! The block of numaaff_kind_allocate: product(extents) elements of element_bits bits each, of
+  ! kind k, or c_null_ptr with the error in err (when present). The error is the result of
+  ! numaaff_kind_posix_memalign, called with numaaff_kind_malloc's alignment (the same block):
+  ! numaaff_kind_malloc reports through errno, a C macro Fortran has no portable binding for
+  ! (glibc's __errno_location is an implementation detail).
+  function kind_block(k, element_bits, extents, err) result(p)
+    type(numaaff_kind), intent(in) :: k
+    integer, intent(in) :: element_bits, extents(:)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p, new_block
+    integer(c_size_t), parameter :: malloc_align = 16  ! alignof(max_align_t) on x86-64, AArch64
+    integer(c_int), parameter :: einval = 22, enomem = 12
+    integer(c_size_t) :: bytes
+    integer(c_int) :: e
+    integer :: i
+    p = c_null_ptr
+    bytes = element_bits / 8
+    e = 0
+    if (any(extents < 0)) then
+      e = einval
+    else if (any(extents == 0)) then
+      bytes = 0
+    else
+      do i = 1, size(extents)
+        if (bytes > huge(bytes) / extents(i)) then
+          e = enomem
+          exit
+        end if
+        bytes = bytes * extents(i)
+      end do
+    end if
+    if (e == 0) e = numaaff_kind_posix_memalign(k, new_block, malloc_align, bytes)
+    if (e == 0) then
+      p = new_block
+      if (bytes == 0) then  ! no block for a zero-size array (see numaaff_kind_allocate)
+        call numaaff_kind_free(new_block)
+        p = c_loc(zero_size_anchor)
+      end if
+    end if
+    if (present(err)) err = e
+  end function
+
+  ! The specific procedures of numaaff_kind_allocate and numaaff_kind_deallocate: one pair per
+  ! type and rank, the same code but for the declaration of `a`.
+  subroutine kind_allocate_double_1(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    real(c_double), pointer, intent(out) :: a(:)
+    integer, intent(in) :: extents(1)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_double_1(a)
+    real(c_double), pointer, intent(inout) :: a(:)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_double_2(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    real(c_double), pointer, intent(out) :: a(:, :)
+    integer, intent(in) :: extents(2)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_double_2(a)
+    real(c_double), pointer, intent(inout) :: a(:, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_double_3(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    real(c_double), pointer, intent(out) :: a(:, :, :)
+    integer, intent(in) :: extents(3)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_double_3(a)
+    real(c_double), pointer, intent(inout) :: a(:, :, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_float_1(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    real(c_float), pointer, intent(out) :: a(:)
+    integer, intent(in) :: extents(1)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_float_1(a)
+    real(c_float), pointer, intent(inout) :: a(:)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_float_2(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    real(c_float), pointer, intent(out) :: a(:, :)
+    integer, intent(in) :: extents(2)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_float_2(a)
+    real(c_float), pointer, intent(inout) :: a(:, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_float_3(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    real(c_float), pointer, intent(out) :: a(:, :, :)
+    integer, intent(in) :: extents(3)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_float_3(a)
+    real(c_float), pointer, intent(inout) :: a(:, :, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_int_1(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    integer(c_int), pointer, intent(out) :: a(:)
+    integer, intent(in) :: extents(1)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_int_1(a)
+    integer(c_int), pointer, intent(inout) :: a(:)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_int_2(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    integer(c_int), pointer, intent(out) :: a(:, :)
+    integer, intent(in) :: extents(2)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_int_2(a)
+    integer(c_int), pointer, intent(inout) :: a(:, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_int_3(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    integer(c_int), pointer, intent(out) :: a(:, :, :)
+    integer, intent(in) :: extents(3)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_int_3(a)
+    integer(c_int), pointer, intent(inout) :: a(:, :, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_int64_1(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    integer(c_int64_t), pointer, intent(out) :: a(:)
+    integer, intent(in) :: extents(1)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_int64_1(a)
+    integer(c_int64_t), pointer, intent(inout) :: a(:)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_int64_2(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    integer(c_int64_t), pointer, intent(out) :: a(:, :)
+    integer, intent(in) :: extents(2)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_int64_2(a)
+    integer(c_int64_t), pointer, intent(inout) :: a(:, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_int64_3(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    integer(c_int64_t), pointer, intent(out) :: a(:, :, :)
+    integer, intent(in) :: extents(3)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_int64_3(a)
+    integer(c_int64_t), pointer, intent(inout) :: a(:, :, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_complex_1(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    complex(c_double_complex), pointer, intent(out) :: a(:)
+    integer, intent(in) :: extents(1)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_complex_1(a)
+    complex(c_double_complex), pointer, intent(inout) :: a(:)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_complex_2(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    complex(c_double_complex), pointer, intent(out) :: a(:, :)
+    integer, intent(in) :: extents(2)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_complex_2(a)
+    complex(c_double_complex), pointer, intent(inout) :: a(:, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
+
+  subroutine kind_allocate_complex_3(k, a, extents, err)
+    type(numaaff_kind), intent(in) :: k
+    complex(c_double_complex), pointer, intent(out) :: a(:, :, :)
+    integer, intent(in) :: extents(3)
+    integer(c_int), intent(out), optional :: err
+    type(c_ptr) :: p
+    a => null()
+    p = kind_block(k, storage_size(a), extents, err)
+    if (c_associated(p)) call c_f_pointer(p, a, extents)
+  end subroutine
+  subroutine kind_deallocate_complex_3(a)
+    complex(c_double_complex), pointer, intent(inout) :: a(:, :, :)
+    if (associated(a)) then
+      if (size(a) > 0) call numaaff_kind_free(c_loc(a))
+    end if
+    a => null()
+  end subroutine
 end module numaaff

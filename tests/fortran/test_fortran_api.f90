@@ -14,7 +14,14 @@ program test_fortran_api
   character(len=:), allocatable :: text
   integer(c_signed_char), pointer :: b(:)
   type(numaaff_kind) :: k
-  real(c_double), pointer :: x(:, :)
+  real(c_double), pointer :: x(:, :), d2(:, :), flat(:)
+  integer(c_int), pointer :: i1(:)
+  complex(c_double_complex), pointer :: z3(:, :, :)
+  real(c_float), pointer :: f1(:)
+  integer(c_int64_t), pointer :: l2(:, :)
+  integer(c_int), target :: spare_int(10)
+  real(c_double), target :: spare_double(2, 2)
+  integer :: ii, jj
 
   call check(numaaff_node_count() >= 1, 'node_count')
   ierr = numaaff_nodes(nodes, 1024_c_size_t, count)
@@ -112,6 +119,69 @@ program test_fortran_api
   call check(numaaff_kind_posix_memalign(numaaff_kind_capacity, p, 4096_c_size_t, 100_c_size_t) == 0 .and. &
              c_associated(p), 'kind_posix_memalign')
   call numaaff_kind_free(p)
+
+  ! numaaff_kind_allocate / _deallocate: array pointers of a given shape on the heap by kind.
+  call numaaff_kind_allocate(numaaff_kind_local, d2, [300, 7], ierr)
+  call check(ierr == 0 .and. associated(d2), 'kind_allocate double rank 2')
+  call check(all(shape(d2) == [300, 7]) .and. size(d2) == 2100 .and. all(lbound(d2) == 1), &
+             'kind_allocate shape')
+  do jj = 1, 7
+    do ii = 1, 300
+      d2(ii, jj) = ii + 1000 * jj
+    end do
+  end do
+  call c_f_pointer(c_loc(d2), flat, [2100])  ! column-major: d2(i, j) is element i + 300 * (j - 1)
+  call check(all(flat == [((real(ii + 1000 * jj, c_double), ii = 1, 300), jj = 1, 7)]), 'kind_allocate values')
+  call check(numaaff_kind_usable_size(c_loc(d2)) >= 300 * 7 * 8, 'kind_allocate usable_size')
+  p = c_loc(d2)
+  call numaaff_kind_deallocate(d2)
+  call check(.not. associated(d2), 'kind_deallocate nullifies')
+  ! The thread's cache hands a freed block back first: the block was freed, not dropped.
+  call numaaff_kind_allocate(numaaff_kind_local, d2, [300, 7], ierr)
+  call check(ierr == 0 .and. c_associated(c_loc(d2), p), 'kind_deallocate frees the block')
+  call numaaff_kind_deallocate(d2)
+  call numaaff_kind_deallocate(d2)  ! a null pointer: no-op
+  call check(.not. associated(d2), 'kind_deallocate of null')
+  call numaaff_kind_allocate(numaaff_kind_interleave, i1, [1000], ierr)
+  call check(ierr == 0 .and. size(i1) == 1000 .and. numaaff_kind_usable_size(c_loc(i1)) >= 4000, &
+             'kind_allocate int rank 1')
+  i1 = [(ii, ii = 1, 1000)]
+  call check(sum(i1) == 500500, 'kind_allocate int values')
+  call numaaff_kind_deallocate(i1)
+  call numaaff_kind_allocate(numaaff_kind_onnode(first), z3, [4, 5, 6], ierr)
+  call check(ierr == 0 .and. all(shape(z3) == [4, 5, 6]) .and. &
+             numaaff_kind_usable_size(c_loc(z3)) >= 4 * 5 * 6 * 16, 'kind_allocate complex rank 3')
+  z3 = (1.0_c_double, -2.0_c_double)
+  z3(4, 5, 6) = (3.0_c_double, 4.0_c_double)
+  call check(z3(1, 1, 1) == (1.0_c_double, -2.0_c_double) .and. z3(4, 5, 6) == (3.0_c_double, 4.0_c_double), &
+             'kind_allocate complex values')
+  call numaaff_kind_deallocate(z3)
+  call check(.not. associated(z3), 'kind_deallocate complex')
+  call numaaff_kind_allocate(numaaff_kind_local, f1, [10])  ! no err
+  call numaaff_kind_allocate(numaaff_kind_capacity, l2, [3, 2], ierr)
+  call check(associated(f1) .and. size(f1) == 10 .and. ierr == 0 .and. all(shape(l2) == [3, 2]), &
+             'kind_allocate float and int64')
+  call numaaff_kind_deallocate(f1)
+  call numaaff_kind_deallocate(l2)
+  call numaaff_kind_allocate(numaaff_kind_local, d2, [0, 7], ierr)
+  call check(ierr == 0 .and. associated(d2) .and. size(d2) == 0 .and. all(shape(d2) == [0, 7]), &
+             'kind_allocate zero size')
+  call numaaff_kind_deallocate(d2)
+  call check(.not. associated(d2), 'kind_deallocate zero size')
+  d2 => spare_double  ! a failure leaves the pointer null(), whatever it pointed at before
+  call numaaff_kind_allocate(numaaff_kind_onnode(100000_c_int), d2, [300, 7], ierr)
+  call check(ierr == 22 .and. .not. associated(d2), 'kind_allocate bad node')
+  call numaaff_kind_allocate(numaaff_kind_onnode(100000_c_int), d2, [0, 7], ierr)
+  call check(ierr == 22 .and. .not. associated(d2), 'kind_allocate bad node, zero size')
+  i1 => spare_int
+  call numaaff_kind_allocate(numaaff_kind_onnode(100000_c_int), i1, [10])
+  call check(.not. associated(i1), 'kind_allocate bad node without err')
+  call numaaff_kind_allocate(numaaff_kind_local, d2, [300, -1], ierr)
+  call check(ierr == 22 .and. .not. associated(d2), 'kind_allocate negative extent')
+  call numaaff_kind_allocate(numaaff_kind_local, d2, [huge(0), huge(0)], ierr)  ! 8 * (2**31 - 1)**2 bytes
+  call check(ierr == 12 .and. .not. associated(d2), 'kind_allocate size overflow')
+  call numaaff_kind_allocate(numaaff_kind_local, z3, [2**20, 2**20, 2**20], ierr)  ! 2**64 bytes: 0 once wrapped
+  call check(ierr == 12 .and. .not. associated(z3), 'kind_allocate size overflow, rank 3')
   write (*, '(a)') 'Fortran API: all checks passed'
 
 contains
