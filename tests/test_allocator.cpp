@@ -217,10 +217,13 @@ TEST(AllocateOnNode, StrictPopulateBeyondTheNodeIsBadAllocNotACrash) {
 }
 
 TEST(AllocateOnNode, KernelRefusalsSurface) {
+  // 4 MiB: a fresh mapping each time (blocks below the huge page size may reuse kept pages,
+  // with no system call to fail).
+  constexpr std::size_t bytes = std::size_t{4} << 20;
   {
     scoped_failure fail(sys::mbind, EIO);
     try {
-      (void)numaaff::allocate_on_node(1 << 20, home());
+      (void)numaaff::allocate_on_node(bytes, home());
       FAIL() << "no exception";
     } catch (const std::system_error& e) {
       EXPECT_EQ(e.code(), std::errc::io_error);
@@ -230,7 +233,7 @@ TEST(AllocateOnNode, KernelRefusalsSurface) {
   {
     scoped_failure fail(sys::mmap, EINVAL);
     try {
-      (void)numaaff::allocate_on_node(1 << 20, home());
+      (void)numaaff::allocate_on_node(bytes, home());
       FAIL() << "no exception";
     } catch (const std::system_error& e) {
       EXPECT_EQ(std::string(e.what()).rfind("numaaff: mmap", 0), 0u) << e.what();
@@ -240,16 +243,16 @@ TEST(AllocateOnNode, KernelRefusalsSurface) {
     // A sandbox that denies mbind: the memory is still good, placed by its first touch.
     scoped_failure deny(sys::mbind, EPERM);
     const std::uint64_t before = numaaff::refusal_stats().mappings_unbound;
-    void* p = numaaff::allocate_on_node(1 << 20, home());
-    std::memset(p, 1, 1 << 20);
-    numaaff::deallocate(p, 1 << 20);
+    void* p = numaaff::allocate_on_node(bytes, home());
+    std::memset(p, 1, bytes);
+    numaaff::deallocate(p, bytes);
     EXPECT_EQ(numaaff::refusal_stats().mappings_unbound, before + 1);
   }
   {
     scoped_failure out(sys::mmap, ENOMEM);
-    EXPECT_THROW((void)numaaff::allocate_on_node(1 << 20, home()), std::bad_alloc);
+    EXPECT_THROW((void)numaaff::allocate_on_node(bytes, home()), std::bad_alloc);
     numaaff::node_allocator<char> a(home());
-    EXPECT_THROW((void)a.allocate(1 << 20), std::bad_alloc);
+    EXPECT_THROW((void)a.allocate(bytes), std::bad_alloc);
   }
 }
 

@@ -4,6 +4,7 @@
 // cross-thread frees with a bounded resident size. Placement on several nodes is in
 // tests/numa/test_kind_numa.cpp.
 #include <numaaff/kind.hpp>
+#include <numaaff/policy.hpp>
 #include <numaaff/system_report.hpp>
 
 #include "common/exceptions.hpp"
@@ -15,8 +16,10 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <new>
 #include <cstdint>
@@ -436,4 +439,89 @@ TEST(Kind, ALargeBlockGrowsWithoutCopyingItsPages) {
   for (std::size_t i = 0; i < mib; i += 4096) ASSERT_EQ(r[i], 5);
   EXPECT_EQ(numaaff::usable_size(r), 3 * mib);
   numaaff::deallocate(r);
+}
+
+namespace {
+long minor_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
+}
+bool resident(const void* p) {
+  unsigned char v = 0;
+  return ::mincore(const_cast<void*>(p), 4096, &v) == 0 && (v & 1) != 0;
+}
+}  // namespace
+
+// A freed large block below the huge page size keeps its pages for the next one of its
+// placement, as malloc keeps what free gives it: no system call, no page fault.
+TEST(Kind, AFreedLargeBlockServesTheNextWithItsPagesResident) {
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  auto* p = static_cast<char*>(numaaff::allocate(k, bytes));
+  std::memset(p, 1, bytes);
+  numaaff::deallocate(p);
+  auto* q = static_cast<char*>(numaaff::allocate(k, bytes));
+  const long before = minor_faults();
+  std::memset(q, 2, bytes);
+  EXPECT_LE(minor_faults() - before, 4) << "page faults writing a block whose pages were kept";
+  EXPECT_EQ(q, p);
+  // Another placement does not take them: a preferred block is placed otherwise.
+  auto* r = static_cast<char*>(numaaff::allocate(k.preferred(), bytes));
+  EXPECT_NE(r, q);
+  numaaff::deallocate(r);
+  // A smaller block takes the front of the kept pages, and growing it takes the rest in place.
+  numaaff::deallocate(q);
+  auto* s = static_cast<char*>(numaaff::allocate(k, bytes / 4));
+  EXPECT_EQ(s, p);
+  s = static_cast<char*>(numaaff::reallocate(k, s, bytes));
+  EXPECT_EQ(s, p) << "grown into the kept pages right after it";
+  EXPECT_EQ(s[0], 2);
+  numaaff::deallocate(s);
+}
+
+TEST(Kind, ALargeBlockWhosePlacementChangedIsNotReused) {
+  const int node = numaaff_test::sysfs_nodes().front();
+  const kind k = kind::on_node(node);
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  auto* p = static_cast<char*>(numaaff::allocate(k, bytes));
+  std::memset(p, 1, bytes);
+  numaaff::bind(p, bytes, node);  // a policy set on the block: a placement change
+  numaaff::deallocate(p);
+  auto* q = static_cast<char*>(numaaff::allocate(k, bytes));
+  EXPECT_FALSE(resident(q)) << "a fresh mapping, not the moved block's pages";
+  numaaff::deallocate(q);
+}
+
+TEST(Kind, CallocClearsAKeptLargeBlock) {
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  constexpr std::size_t bytes = 200 * 1024;
+  auto* p = static_cast<unsigned char*>(numaaff::allocate(k, bytes));
+  std::memset(p, 0xff, bytes);
+  numaaff::deallocate(p);
+  auto* q = static_cast<unsigned char*>(numaaff::allocate(k, bytes));
+  ASSERT_EQ(q, p) << "the kept pages";
+  numaaff::detail::clear_fresh_block(q, bytes);
+  for (std::size_t i = 0; i < bytes; i += 512) ASSERT_EQ(q[i], 0) << i;
+  numaaff::deallocate(q);
+}
+
+TEST(Kind, KeptLargeBlocksAreBoundedAndAgeOut) {
+  if (numaaff_test::address_sanitizer || numaaff_test::thread_sanitizer)
+    GTEST_SKIP() << "the sanitizer's shadow memory moves the resident size";
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  constexpr std::size_t bytes = std::size_t{1} << 20, count = 96;  // 96 MiB, beyond the 32 MiB kept
+  std::vector<void*> blocks(count);
+  const std::size_t base = numaaff_test::status_kib("VmRSS:");
+  for (void*& p : blocks) {
+    p = numaaff::allocate(k, bytes);
+    std::memset(p, 1, bytes);
+  }
+  for (void* p : blocks) numaaff::deallocate(p);
+  const std::size_t kept = numaaff_test::status_kib("VmRSS:");
+  EXPECT_LE(kept, base + 34 * 1024) << "at most 32 MiB kept";
+  EXPECT_GE(kept, base + 16 * 1024) << "freed pages are kept for reuse";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  numaaff::deallocate(numaaff::allocate(k, 64 * 1024));  // the next large call ages them out
+  EXPECT_LE(numaaff_test::status_kib("VmRSS:"), base + 2 * 1024) << "after a second unused";
 }

@@ -235,11 +235,11 @@ void* reallocate_with(void* p, std::size_t bytes, Allocate&& allocate, MayRemap&
   return q;
 }
 
-/// Zeroes a fresh block of `bytes` for calloc: a small block is reused and holds old data; a
-/// large one is always a fresh mapping, which the kernel gives zeroed (clearing it would touch
-/// every page for nothing).
+/// Zeroes a fresh block of `bytes` for calloc: a small block, or a large one below the huge
+/// page size, may be reused and hold old data (spare_extents); a larger one is always a fresh
+/// mapping, which the kernel gives zeroed (clearing it would touch every page for nothing).
 inline void clear_fresh_block(void* p, std::size_t bytes) noexcept {
-  if (p != nullptr && slabs.holds(p)) std::memset(p, 0, bytes);
+  if (p != nullptr && (slabs.holds(p) || bytes < huge_page_size())) std::memset(p, 0, bytes);
 }
 
 }  // namespace detail

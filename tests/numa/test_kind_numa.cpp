@@ -4,6 +4,7 @@
 // HBM-like node 2 and hbwmalloc's default policy does too (tests/vm/README.md gives the layout).
 #include <numaaff/hbwmalloc.h>
 #include <numaaff/kind.hpp>
+#include <numaaff/migration.hpp>
 #include <numaaff/system_report.hpp>
 
 #include "../common/numa_test.hpp"
@@ -66,6 +67,37 @@ TEST(KindNuma, AGrownBlockKeepsEveryPageOnItsNode) {
     EXPECT_EQ(p[0], 1);
     numaaff::deallocate(p);
   }
+}
+
+// Freed large blocks keep their pages for reuse: only by a block of their own node and
+// strictness, and not once numaaff moved their pages (a node kind then still gets every page
+// on its node).
+TEST(KindNuma, KeptLargeBlocksServeOnlyTheirOwnPlacement) {
+  NUMAAFF_REQUIRE_NODES(2);
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  const std::vector<int> nodes = sysfs_nodes();
+  for (int n : nodes) {
+    void* p = numaaff::allocate(kind::on_node(n), bytes);
+    std::memset(p, 1, bytes);
+    numaaff::deallocate(p);
+  }
+  for (auto it = nodes.rbegin(); it != nodes.rend(); ++it) {
+    void* p = numaaff::allocate(kind::on_node(*it), bytes);
+    std::memset(p, 2, bytes);
+    const auto raw = query_pages(p, bytes);
+    EXPECT_EQ(raw.on(*it), raw.total) << "node " << *it;
+    numaaff::deallocate(p);
+  }
+  void* moved = numaaff::allocate(kind::on_node(nodes[0]), bytes);
+  std::memset(moved, 3, bytes);
+  (void)numaaff::move_to(moved, bytes, nodes[1]);
+  ASSERT_EQ(query_pages(moved, bytes).on(nodes[1]), bytes / 4096) << "the rig moved the block";
+  numaaff::deallocate(moved);
+  void* p = numaaff::allocate(kind::on_node(nodes[0]), bytes);
+  std::memset(p, 4, bytes);
+  const auto raw = query_pages(p, bytes);
+  EXPECT_EQ(raw.on(nodes[0]), raw.total) << "after a moved block was freed";
+  numaaff::deallocate(p);
 }
 
 TEST(KindNuma, TheLocalKindFollowsTheAllocatingThread) {

@@ -1,7 +1,9 @@
 // The memory behind numaaff's allocators and resources.
 //
-// Large blocks (above small_limit) are their own mmap, bound to the node with mbind, unmapped
-// on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
+// Large blocks (above small_limit) are their own mmap, bound to the node with mbind. A freed
+// one below the huge page size keeps its pages for the next large block of the same placement
+// (spare_extents: bounded, aged out after a second), as malloc keeps what free gives it; the
+// others are unmapped on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
 // (MPOL_BIND, or MPOL_PREFERRED for the preferred family) and holding blocks of one
 // power-of-two size class, with a header at the slab start naming the node, family, class and
 // the thread caches' bin of its blocks. Each thread keeps a cache of free blocks per (node,
@@ -42,6 +44,9 @@
 #include <string>
 #include <system_error>
 #include <unordered_map>
+#include <map>
+#include <chrono>
+#include <iterator>
 
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23  // Linux 5.14
@@ -204,6 +209,13 @@ inline std::uint32_t blocks_per_slab(int c) noexcept {
 
 struct central_list {
   std::mutex lock;
+  // Whole batches that thread caches handed back, as arrays of block addresses, handed out
+  // whole again. A thread that allocates what another frees then links the blocks itself,
+  // with stores that do not wait on each other, instead of following a chain whose every
+  // link is a line the other CPU last wrote (one dependent cache miss per block).
+  static constexpr int max_batches = 16;
+  free_block* batches[max_batches][transfer_batch] = {};
+  int batch_count = 0;
   slab_header* partial = nullptr;  // the slabs with blocks in their free lists, doubly linked
   slab_header* spare = nullptr;    // one of them whose blocks are all free, kept with its pages
   char* bump = nullptr;            // unused tail of the newest slab
@@ -232,7 +244,7 @@ inline std::error_code bind_mapping(void* p, std::size_t len, int node, const pl
   constexpr std::size_t bits = 8 * sizeof(unsigned long);
   unsigned long mask[max_nodes / bits] = {};
   mask[static_cast<std::size_t>(node) / bits] |= 1UL << (static_cast<std::size_t>(node) % bits);
-  const auto r = sys_mbind(p, len, o.strict ? MPOL_BIND : MPOL_PREFERRED, mask, max_nodes + 1, 0);
+  const auto r = sys_mbind_fresh(p, len, o.strict ? MPOL_BIND : MPOL_PREFERRED, mask, max_nodes + 1);
   if (r) return {};
   if (!refused(r.error)) return r.failure();
   // No NUMA, or a sandbox: the memory is still good, placed by its first touch.
@@ -448,6 +460,146 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
   return p;
 }
 
+// ---- freed large blocks kept for reuse ---------------------------------------------------
+
+/// How a reusable large block is placed: bound to `node` (strict: MPOL_BIND, else
+/// MPOL_PREFERRED); node -1: its pages are never reused.
+struct extent_key {
+  int node = -1;
+  bool strict = true;
+  friend bool operator==(extent_key a, extent_key b) noexcept { return a.node == b.node && a.strict == b.strict; }
+};
+
+/// The key of a large block of `len` bytes mapped with `o` on `node`, when its pages can serve
+/// another block: base pages, no huge pages (below the huge page size, per_block and never map
+/// alike), not populated at allocation.
+inline extent_key reusable_key(std::size_t len, int node, const placement_options& o) noexcept {
+  const bool plain = !o.populate && reserved_page_bytes(o.huge_pages) == 0 && o.huge_pages != huge_page_mode::always &&
+                     len < huge_page_size();
+  return plain ? extent_key{node, o.strict} : extent_key{};
+}
+
+/**
+ * Freed large blocks whose pages stay mapped and resident for the next block of their
+ * placement, as malloc keeps what free gives it: a block of the same key is carved from the
+ * best-fitting extent (its pages already there, no system call), a block that grows takes the
+ * extent right after it, and a freed block joins its neighbours. Bounded (at most `limit`
+ * bytes, `max_count` extents) and aged: an extent unused for `max_age_ns` is unmapped at the
+ * next large-block call. A freed block is kept only when no placement change (placement_epoch)
+ * happened since it was mapped and nothing is armed for next touch: its pages and policy are
+ * then still those of its key. Not thread-safe: under arena_table::large_lock.
+ */
+class spare_extents {
+ public:
+  static constexpr std::size_t limit = std::size_t{32} << 20;
+  static constexpr std::size_t max_count = 512;
+  static constexpr std::int64_t max_age_ns = 1'000'000'000;
+
+  /// `len` bytes (page multiple) of key `k`, page-aligned, from the smallest extent that holds
+  /// them; nullptr when none does.
+  void* take(std::size_t len, extent_key k) noexcept {
+    auto best = extents_.end();
+    for (auto it = extents_.begin(); it != extents_.end(); ++it)
+      if (it->second.key == k && it->second.len >= len && (best == extents_.end() || it->second.len < best->second.len))
+        best = it;
+    if (best == extents_.end()) return nullptr;
+    const std::uintptr_t at = best->first;
+    cut_front(best, len);
+    return reinterpret_cast<void*>(at);
+  }
+  /// Takes `len` bytes of key `k` at exactly `at` (the start of an extent); false when there are none.
+  bool take_at(std::uintptr_t at, std::size_t len, extent_key k) noexcept {
+    const auto it = extents_.find(at);
+    if (it == extents_.end() || !(it->second.key == k) || it->second.len < len) return false;
+    cut_front(it, len);
+    return true;
+  }
+  /// Keeps [at, at + len) of key `k`, joined to its neighbours of the same key; unmaps it (and
+  /// what the bounds push out) instead when it cannot be kept.
+  void give(std::uintptr_t at, std::size_t len, extent_key k, std::int64_t now) noexcept {
+    auto next = extents_.lower_bound(at);
+    if (next != extents_.begin()) {
+      const auto prev = std::prev(next);
+      if (prev->second.key == k && prev->first + prev->second.len == at) {  // grow the one before
+        prev->second.len += len;
+        prev->second.used_at = now;
+        bytes_ += len;
+        if (next != extents_.end() && next->second.key == k && at + len == next->first) {
+          prev->second.len += next->second.len;
+          extents_.erase(next);
+        }
+        trim(now);
+        return;
+      }
+    }
+    extent e{len, k, now};
+    if (next != extents_.end() && next->second.key == k && at + len == next->first) {  // take in the one after
+      e.len += next->second.len;
+      extents_.erase(next);
+      bytes_ -= e.len - len;
+    }
+    try {
+      extents_.emplace(at, e);
+      bytes_ += e.len;
+    } catch (...) {  // no room for the entry: the pages go back to the kernel
+      sys_munmap(reinterpret_cast<void*>(at), e.len);
+    }
+    trim(now);
+  }
+  /// Unmaps the extents unused for max_age_ns (checked at most every tenth of that).
+  void age(std::int64_t now) noexcept {
+    if (now - aged_at_ < max_age_ns / 10) return;
+    aged_at_ = now;
+    for (auto it = extents_.begin(); it != extents_.end();)
+      it = now - it->second.used_at >= max_age_ns ? drop(it) : std::next(it);
+  }
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  struct extent {
+    std::size_t len;
+    extent_key key;
+    std::int64_t used_at;  // steady clock, ns
+  };
+  using map = std::map<std::uintptr_t, extent>;
+
+  /// Hands out the first `len` bytes of `it`; the rest stays (its entry moved, not made).
+  void cut_front(map::iterator it, std::size_t len) noexcept {
+    bytes_ -= len;
+    if (it->second.len == len) {
+      extents_.erase(it);
+      return;
+    }
+    auto node = extents_.extract(it);
+    node.key() += len;
+    node.mapped().len -= len;
+    extents_.insert(std::move(node));
+  }
+  map::iterator drop(map::iterator it) noexcept {
+    sys_munmap(reinterpret_cast<void*>(it->first), it->second.len);
+    bytes_ -= it->second.len;
+    return extents_.erase(it);
+  }
+  /// Unmaps the least recently used extents while over a bound.
+  void trim(std::int64_t now) noexcept {
+    age(now);
+    while (bytes_ > limit || extents_.size() > max_count) {
+      auto oldest = extents_.begin();
+      for (auto it = extents_.begin(); it != extents_.end(); ++it)
+        if (it->second.used_at < oldest->second.used_at) oldest = it;
+      drop(oldest);
+    }
+  }
+
+  map extents_;
+  std::size_t bytes_ = 0;
+  std::int64_t aged_at_ = 0;
+};
+
+inline std::int64_t steady_now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 // ---- small blocks -----------------------------------------------------------------------
 
 /// Every node's arena, created on first use. fork(): every lock is taken around fork
@@ -456,12 +608,15 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
 struct arena_table {
   std::atomic<node_arena*> arenas[max_nodes] = {};
   std::mutex create;
-  std::mutex large_lock;  // guards `large`: a large block costs an mmap, the lock is noise
+  std::mutex large_lock;  // guards `large` and `spare`: a large block costs a system call, the lock is noise
   struct large_block {
     std::size_t len;      // of its mapping
     std::size_t granule;  // its page size: what a sized free rounds up to
+    extent_key key;       // how it is placed, when its pages may be reused (spare_extents)
+    std::uint64_t epoch;  // placement_epoch when it was mapped
   };
   std::unordered_map<std::uintptr_t, large_block> large;  // start of each large block -> its mapping
+  spare_extents spare;
 
   arena_table() { ::pthread_atfork([] { instance().lock_all(); }, [] { instance().unlock_all(); }, [] { instance().unlock_all(); }); }
   static arena_table& instance() {
@@ -706,6 +861,18 @@ inline bool cache_key_made = false;
   if (cache_key_made && ::pthread_setspecific(cache_key, &tcache) == 0) tcache.state = thread_cache::live;
 }
 
+/// Copies out a whole batch another thread's cache handed back to the list of (node, f, c);
+/// false when it holds none.
+inline bool take_batch(int node, int f, int c, free_block* (&out)[transfer_batch]) noexcept {
+  node_arena* arena = arena_table::instance().arenas[node].load(std::memory_order_acquire);
+  if (arena == nullptr) return false;
+  central_list& list = arena->lists[f][c];
+  std::lock_guard<std::mutex> guard(list.lock);
+  if (list.batch_count == 0) return false;
+  std::memcpy(out, list.batches[--list.batch_count], sizeof out);
+  return true;
+}
+
 /// Refills the empty bin of (node, f, c) and takes a block from it (out of line: once per
 /// batch).
 [[gnu::noinline]] inline free_block* refill_and_take(int node, int f, int c, std::error_code& ec) noexcept {
@@ -713,6 +880,13 @@ inline bool cache_key_made = false;
   std::uint32_t got = 0;
   if (tcache.state == thread_cache::gone) return central_take(node, f, c, 1, got, ec);
   thread_cache::bin& b = tcache.bins[cache_bin_of(node, f, c)];
+  if (free_block* batch[transfer_batch]; take_batch(node, f, c, batch)) {
+    for (std::uint32_t i = 1; i + 1 < transfer_batch; ++i) batch[i]->next = batch[i + 1];
+    batch[transfer_batch - 1]->next = nullptr;
+    b.head = batch[1];
+    b.count = transfer_batch - 1;
+    return batch[0];
+  }
   free_block* blk = central_take(node, f, c, transfer_batch, got, ec);
   if (blk == nullptr) return nullptr;
   b.head = blk->next;
@@ -748,7 +922,8 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
   return blk;
 }
 
-/// Hands a batch of a full bin back to its central list (out of line: once per batch).
+/// Hands a batch of a full bin back to its central list, whole where the list has room for
+/// one more (out of line: once per batch).
 [[gnu::noinline]] inline void spill_bin(thread_cache::bin& b, int node, int f, int c) noexcept {
   free_block* give = b.head;
   free_block* last = give;
@@ -756,6 +931,15 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
   b.head = last->next;
   last->next = nullptr;
   b.count -= transfer_batch;
+  central_list& list = arena_of(node).lists[f][c];  // exists: the blocks came from it
+  {
+    std::lock_guard<std::mutex> guard(list.lock);
+    if (list.batch_count < central_list::max_batches) {
+      free_block** slot = list.batches[list.batch_count++];
+      for (free_block* blk = give; blk != nullptr; blk = blk->next) *slot++ = blk;
+      return;
+    }
+  }
   central_give(node, f, c, give);
 }
 
@@ -816,50 +1000,72 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
 
 // ---- the entry points used by allocators and resources -----------------------------------
 
-/// A large block: its own mapping, recorded in the registry that numa_deallocate checks. Out
-/// of line, so that the small-block path stays a few instructions.
+/// Whether the pages of registry entry `b` may serve another block: its key allows it, no
+/// placement changed since it was mapped, and nothing is armed for next touch.
+inline bool pages_reusable(const arena_table::large_block& b) noexcept {
+  return b.key.node >= 0 && b.epoch == placement_epoch.load(std::memory_order_acquire) &&
+         registry_live.load(std::memory_order_acquire) == 0;
+}
+
+/// A large block: pages kept from a freed block of the same placement, else its own mapping;
+/// recorded in the registry that numa_deallocate checks. Out of line, so that the small-block
+/// path stays a few instructions.
 [[gnu::noinline]] inline void* allocate_large(std::size_t bytes, std::size_t align, int node, const placement_options& o,
                                               std::error_code& ec) noexcept {
-  void* p = map_on_node(bytes, align, node, o, ec);
-  if (p == nullptr) return nullptr;
-  const std::size_t len = mapping_length(bytes, o);  // a preferred fallback maps as much
+  const std::size_t len = mapping_length(bytes, o);
+  const extent_key key = reusable_key(len, node, o);
   arena_table& t = arena_table::instance();
+  void* p = nullptr;
+  if (key.node >= 0 && align <= page_size()) {
+    std::lock_guard<std::mutex> guard(t.large_lock);
+    t.spare.age(steady_now_ns());
+    p = t.spare.take(len, key);
+  }
+  const bool kept = p != nullptr;
+  if (!kept) p = map_on_node(bytes, align, node, o, ec);  // a preferred fallback maps as much
+  if (p == nullptr) return nullptr;
+  const std::uint64_t epoch = placement_epoch.load(std::memory_order_acquire);
   try {
     std::lock_guard<std::mutex> guard(t.large_lock);
     // An entry left at this address means its block was unmapped behind our back: replaced.
-    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), arena_table::large_block{len, mapping_granule(o)});
+    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), arena_table::large_block{len, mapping_granule(o), key, epoch});
   } catch (...) {  // no room for the entry
     sys_munmap(p, len);
     ec = std::make_error_code(std::errc::not_enough_memory);
     return nullptr;
   }
+  ec.clear();
   return p;
 }
 
 /// Frees a large block after checking it against the registry (out of line, as
-/// allocate_large); `bytes` 0 frees it whatever its size.
+/// allocate_large); `bytes` 0 frees it whatever its size. Its pages are kept for the next block
+/// of its placement where they may be (spare_extents), else unmapped.
 [[gnu::noinline]] inline void free_large(void* p, std::size_t bytes) noexcept {
-  std::size_t len = 0;
   const auto at = reinterpret_cast<std::uintptr_t>(p);
-  {
-    arena_table& t = arena_table::instance();
-    std::lock_guard<std::mutex> guard(t.large_lock);
-    const auto it = t.large.find(at);
-    if (it == t.large.end()) heap_misuse("free of a pointer numaaff did not allocate, or a double free", p);
-    // A size rounds up to the block's pages (explicit huge pages are whole ones).
-    if (bytes != 0 && align_up(bytes, it->second.granule) != it->second.len)
-      heap_misuse("free with a size that does not match the block's", p);
-    len = it->second.len;
-    t.large.erase(it);
+  arena_table& t = arena_table::instance();
+  std::unique_lock<std::mutex> guard(t.large_lock);
+  const auto it = t.large.find(at);
+  if (it == t.large.end()) heap_misuse("free of a pointer numaaff did not allocate, or a double free", p);
+  // A size rounds up to the block's pages (explicit huge pages are whole ones).
+  if (bytes != 0 && align_up(bytes, it->second.granule) != it->second.len)
+    heap_misuse("free with a size that does not match the block's", p);
+  const arena_table::large_block b = it->second;
+  t.large.erase(it);
+  if (pages_reusable(b)) {
+    t.spare.give(at, b.len, b.key, steady_now_ns());
+    return;
   }
+  guard.unlock();
   // A freed block must not stay armed for next-touch: its addresses will be reused.
-  if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + len);
-  sys_munmap(p, len);
+  if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + b.len);
+  sys_munmap(p, b.len);
 }
 
-/// The large block at `p` resized to `bytes` by moving its mapping (mremap): its pages and
-/// its memory policy go with it, nothing is copied. nullptr, the block untouched, when it
-/// cannot be: a block of explicit huge pages, one whose placement split it into several
+/// The large block at `p` resized to `bytes` without copying: in place where its own pages or
+/// the kept pages right after it allow (the tail of a smaller block is kept), else by moving
+/// its mapping (mremap: its pages and memory policy go with it). nullptr, the block untouched,
+/// when it cannot be: a block of explicit huge pages, one whose placement split it into several
 /// mappings (the kernel moves one mapping at a time), or no room in the address space. A
 /// next-touch arming of the block is undone first: its addresses may change.
 [[gnu::noinline]] inline void* remap_large(void* p, std::size_t bytes) noexcept {
@@ -871,15 +1077,28 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   std::lock_guard<std::mutex> guard(t.large_lock);
   const auto it = t.large.find(at);
   if (it == t.large.end()) heap_misuse("resize of a pointer numaaff did not allocate, or of a freed block", p);
-  if (it->second.granule != ps) return nullptr;
-  if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + it->second.len);
-  const auto r = sys_mremap(p, it->second.len, len);
+  arena_table::large_block& b = it->second;
+  if (b.granule != ps) return nullptr;
+  if (pages_reusable(b) && len < huge_page_size()) {  // reusable_key's bound
+    if (len < b.len) {
+      t.spare.give(at + len, b.len - len, b.key, steady_now_ns());
+      b.len = len;
+      return p;
+    }
+    if (t.spare.take_at(at + b.len, len - b.len, b.key)) {
+      b.len = len;
+      return p;
+    }
+  }
+  if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + b.len);
+  const auto r = sys_mremap(p, b.len, len);
   if (!r) return nullptr;
   // The entry is moved, not made: the table holds as many entries as before, so nothing
-  // allocates or rehashes.
+  // allocates or rehashes. A block grown past the size whose pages are kept is kept no more.
   auto entry = t.large.extract(it);
   entry.key() = reinterpret_cast<std::uintptr_t>(r.value);
   entry.mapped().len = len;
+  if (len >= huge_page_size()) entry.mapped().key = extent_key{};
   t.large.insert(std::move(entry));
   return r.value;
 }

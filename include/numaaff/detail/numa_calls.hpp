@@ -160,8 +160,22 @@ inline void split_huge_pages_at_chunks(std::uintptr_t begin, std::uintptr_t end,
 /// Lock-free, so the next-touch handler's migrations count too (async-signal-safe).
 inline std::atomic<std::uint64_t> migration_epoch{0};
 
+/// Counts every change of placement numaaff makes on memory that is not a fresh mapping of its
+/// heap (a policy set on a range, pages moved, a home node), counted before the call: the heap
+/// reuses a freed large block's pages only when none happened since the block was mapped (its
+/// pages and policy are then still those it was made with). Lock-free (the next-touch handler
+/// moves pages).
+inline std::atomic<std::uint64_t> placement_epoch{0};
+
+/// mbind of a heap mapping no one else has seen yet: not a change of placement.
+inline sys_result<long> sys_mbind_fresh(void* addr, std::size_t len, int mode, const unsigned long* mask,
+                                        unsigned long maxnode) noexcept {
+  return call(sys::mbind, [&] { return ::mbind(addr, len, mode, mask, maxnode, 0); });
+}
+
 inline sys_result<long> sys_mbind(void* addr, std::size_t len, int mode, const unsigned long* mask,
                                   unsigned long maxnode, unsigned flags) noexcept {
+  placement_epoch.fetch_add(1, std::memory_order_acq_rel);
   const auto r = call(sys::mbind, [&] { return ::mbind(addr, len, mode, mask, maxnode, flags); });
   if ((flags & (MPOL_MF_MOVE | MPOL_MF_MOVE_ALL)) != 0) migration_epoch.fetch_add(1, std::memory_order_release);
   return r;
@@ -169,6 +183,7 @@ inline sys_result<long> sys_mbind(void* addr, std::size_t len, int mode, const u
 
 inline sys_result<long> sys_move_pages(unsigned long count, void** pages, const int* nodes, int* status,
                                        int flags) noexcept {
+  if (nodes != nullptr) placement_epoch.fetch_add(1, std::memory_order_acq_rel);
   const auto r = call(sys::move_pages, [&] { return ::move_pages(0, count, pages, nodes, status, flags); });
   if (nodes != nullptr) migration_epoch.fetch_add(1, std::memory_order_release);
   return r;
@@ -196,6 +211,7 @@ inline bool read_thread_policy(int& mode, std::vector<int>& nodes) {
 
 inline sys_result<long> sys_set_mempolicy_home_node(void* addr, std::size_t len, unsigned long home_node,
                                                     unsigned long flags) noexcept {
+  placement_epoch.fetch_add(1, std::memory_order_acq_rel);
   return call(sys::set_mempolicy_home_node,
               [&] { return ::syscall(nr_set_mempolicy_home_node, addr, len, home_node, flags); });
 }
