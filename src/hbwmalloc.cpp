@@ -62,7 +62,7 @@ numaaff::detail::interleave_state* hbw_interleave() {
 void* hbw_block(std::size_t size, std::size_t align, numaaff::huge_page_mode pages) noexcept {
   allocated_once.store(true, std::memory_order_relaxed);
   void* p = nullptr;
-  const int error = numaaff_c::guarded([&] {
+  int error = numaaff_c::guarded([&] {
     const int mode = policy.load(std::memory_order_relaxed);
     if (mode == HBW_POLICY_INTERLEAVE) {
       numaaff::detail::interleave_state* s = hbw_interleave();
@@ -76,6 +76,8 @@ void* hbw_block(std::size_t size, std::size_t align, numaaff::huge_page_mode pag
       p = numaaff::allocate(numaaff::kind::on_node(h).with_pages(pages), size, align);
     }
   });
+  // hbwmalloc(3) reports a failed allocation as ENOMEM, whatever the cause.
+  if (error != 0) error = ENOMEM;
   return numaaff_c::allocated(error, p);
 }
 
@@ -128,7 +130,9 @@ void* hbw_realloc(void* ptr, size_t size) noexcept {
   const int mode = policy.load(std::memory_order_relaxed);
   return numaaff::detail::reallocate_with(
       ptr, size, [](std::size_t n) { return hbw_malloc(n); },
-      [mode](std::size_t) { return mode == HBW_POLICY_PREFERRED || mode == HBW_POLICY_INTERLEAVE; });
+      [mode](numaaff::detail::extent_key, std::size_t have, std::size_t n) {
+        return n <= have || mode == HBW_POLICY_PREFERRED || mode == HBW_POLICY_INTERLEAVE;
+      });
 }
 
 void hbw_free(void* ptr) noexcept { numaaff::deallocate(ptr); }

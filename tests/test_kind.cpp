@@ -512,6 +512,9 @@ TEST(Kind, KeptLargeBlocksAreBoundedAndAgeOut) {
   const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
   constexpr std::size_t bytes = std::size_t{1} << 20, count = 96;  // 96 MiB, beyond the 32 MiB kept
   std::vector<void*> blocks(count);
+  // What earlier tests kept ages out first, so that it is not counted in the base.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  numaaff::deallocate(numaaff::allocate(k, 64 * 1024));
   const std::size_t base = numaaff_test::status_kib("VmRSS:");
   for (void*& p : blocks) {
     p = numaaff::allocate(k, bytes);
@@ -524,4 +527,33 @@ TEST(Kind, KeptLargeBlocksAreBoundedAndAgeOut) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   numaaff::deallocate(numaaff::allocate(k, 64 * 1024));  // the next large call ages them out
   EXPECT_LE(numaaff_test::status_kib("VmRSS:"), base + 2 * 1024) << "after a second unused";
+}
+
+// A size whose pages overflow is refused before any kept pages are looked at: it must not be
+// handed the start of a kept extent (which the next block would be given too).
+TEST(Kind, AnOverflowingSizeIsRefusedWithKeptPagesAround) {
+  const int node = numaaff_test::sysfs_nodes().front();
+  numaaff::deallocate(numaaff::allocate(kind::on_node(node), 64 * 1024));  // pages kept
+  EXPECT_THROW((void)numaaff::allocate_on_node(static_cast<std::size_t>(-1) - 100, node), std::bad_alloc);
+  std::error_code ec;
+  EXPECT_EQ(numaaff::allocate(kind::on_node(node).preferred(), static_cast<std::size_t>(-1) - 100, 16, ec), nullptr);
+  void* a = numaaff::allocate(kind::on_node(node), 64 * 1024);
+  void* b = numaaff::allocate(kind::on_node(node), 64 * 1024);
+  EXPECT_NE(a, b);
+  numaaff::deallocate(a);
+  numaaff::deallocate(b);
+}
+
+// reallocate gives a block of the kind it is asked for: a block of another placement is not
+// resized where it is, but copied to a block of that kind.
+TEST(Kind, ReallocateToAnotherKindMovesTheBlockToThatKind) {
+  const kind strict = kind::on_node(numaaff_test::sysfs_nodes().front());
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  auto* p = static_cast<char*>(numaaff::allocate(strict, mib));
+  p[0] = 5;
+  EXPECT_TRUE(numaaff::detail::large_placement(p).strict);
+  p = static_cast<char*>(numaaff::reallocate(strict.preferred(), p, 3 * mib / 2));
+  EXPECT_FALSE(numaaff::detail::large_placement(p).strict) << "a preferred block now";
+  EXPECT_EQ(p[0], 5);
+  numaaff::deallocate(p);
 }

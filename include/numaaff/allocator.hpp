@@ -14,8 +14,10 @@
  *   (bandwidth), nearest (latency) or largest (capacity) memory for the allocating thread, from
  *   the firmware's HMAT where it has one (topology::best_target).
  *
- * How: blocks above 32 KiB are their own mapping, bound with mbind and unmapped on free. Smaller
- * blocks come from per-node arenas of bound 256 KiB slabs with a per-thread cache, so a small
+ * How: blocks above 32 KiB are their own mapping, bound with mbind and unmapped on free (below
+ * the huge page size, their pages are first kept for the next block of the same placement; see
+ * kind.hpp). Smaller blocks come from per-node arenas of bound 256 KiB slabs with a per-thread
+ * cache, so a small
  * allocate/free costs about what malloc does, not a system call (numa_alloc_onnode makes one
  * mmap per call and rounds every block up to a page). Freed memory is reused on its own node only.
  *

@@ -29,7 +29,13 @@
  *
  * One heap holds every kind: the slabs of allocator.hpp (256 KiB, bound to one node, one
  * family per strictness, a per-thread cache) for blocks up to 32 KiB, a mapping of its own for
- * larger ones. So `deallocate(p)` needs no size and no kind, any thread may free any block,
+ * larger ones. Memory goes back to the system: a slab whose blocks are all free gives its pages
+ * back (but one per node, strictness and class, and the slabs of blocks held in thread caches),
+ * and a freed large block below the huge page size keeps its pages for the next large block of
+ * its node and strictness (32 MiB at most, unmapped once unused for a second, at the next large
+ * allocation or free; never after numaaff changed its placement: a block must be freed with
+ * the placement and protections it was given). reallocate() to the same kind resizes a large
+ * block without copying it where it can. So `deallocate(p)` needs no size and no kind, any thread may free any block,
  * and a double free or a pointer the heap did not give aborts with a message, as with
  * allocate_on_node. Blocks of a node kind and of local share the slabs of the node they
  * resolve to (local is on_node of that node), as do the small blocks interleave puts there.
@@ -144,15 +150,14 @@ inline node_id kind_node(const kind& k) {
   return local_node();
 }
 
-/// False when `bytes` of strict kind `k` would not fit on `node`. A strict block larger than
+/// False when `bytes` more of strict kind `k` would not fit on `node`. A strict block larger than
 /// what its node can still take would end in the OOM killer at first touch: it is refused
 /// instead. The room is the node's free memory, re-read at most every 10 ms; nothing is taken
 /// from it here, since a block freed right after would not give it back (an allocate/free
 /// loop would run the room down to nothing). Small blocks come from slabs and are not checked
 /// one by one; explicit huge pages come from the node's pool, which map_reserved checks.
-inline bool kind_has_room(const kind& k, node_id node, std::size_t bytes, std::size_t align) {
-  if (!k.is_strict() || is_small(bytes, align) || reserved_page_bytes(static_cast<detail::huge_page_mode>(k.pages())) != 0)
-    return true;
+inline bool kind_has_room(const kind& k, node_id node, std::size_t bytes) {
+  if (!k.is_strict() || reserved_page_bytes(static_cast<detail::huge_page_mode>(k.pages())) != 0) return true;
   const std::uint64_t room = node_room(node);
   return room == room_unknown || room >= bytes;
 }
@@ -184,7 +189,7 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
       !is_small(bytes, align) && k.pages() == numaaff::huge_page_mode::per_block)
     return tier_allocate(tier_of(k), bytes, align);
   const node_id n = kind_node(k);
-  if (!kind_has_room(k, n, bytes, align)) throw_bad_alloc();
+  if (!is_small(bytes, align) && !kind_has_room(k, n, bytes)) throw_bad_alloc();
   return allocate_or_throw(bytes, align, n, o);
 }
 
@@ -209,10 +214,11 @@ inline void* kind_cached_block(const kind& k, std::size_t bytes, std::size_t ali
 
 /// Resizes the live block `p` (not null) to `bytes` (0: frees it, nullptr): the same block
 /// when its size class (a slab block) or page count (a mapping of its own) is already right;
-/// a large block that stays large and that `may_remap(bytes)` allows has its mapping moved
-/// (remap_large: pages and placement kept, nothing copied); else a block from
-/// `allocate(bytes)` (which throws or returns nullptr on failure, leaving `p` as it was) with
-/// the contents copied up to the smaller size.
+/// a large block that stays large is resized without a copy (remap_large: pages and placement
+/// kept) where `may_remap(placed, have, bytes)` allows it, `placed` being the node and
+/// strictness it was mapped with and `have` its size; else a block from `allocate(bytes)`
+/// (which throws or returns nullptr on failure, leaving `p` as it was) with the contents copied
+/// up to the smaller size.
 template <class Allocate, class MayRemap>
 void* reallocate_with(void* p, std::size_t bytes, Allocate&& allocate, MayRemap&& may_remap) {
   if (bytes == 0) {
@@ -225,7 +231,7 @@ void* reallocate_with(void* p, std::size_t bytes, Allocate&& allocate, MayRemap&
     if (is_small(bytes, align) && class_bytes(size_class(bytes, align)) == have) return p;
   } else if (align_up(bytes, page_size()) == have) {  // a mapping of its own keeps its pages
     return p;
-  } else if (!is_small(bytes, align) && may_remap(bytes)) {
+  } else if (!is_small(bytes, align) && may_remap(large_placement(p), have, bytes)) {
     if (void* q = remap_large(p, bytes)) return q;
   }
   void* q = allocate(bytes);
@@ -235,11 +241,11 @@ void* reallocate_with(void* p, std::size_t bytes, Allocate&& allocate, MayRemap&
   return q;
 }
 
-/// Zeroes a fresh block of `bytes` for calloc: a small block, or a large one below the huge
-/// page size, may be reused and hold old data (spare_extents); a larger one is always a fresh
-/// mapping, which the kernel gives zeroed (clearing it would touch every page for nothing).
+/// Zeroes the block of `bytes` the calling thread has just allocated, for calloc: a small block
+/// is reused and holds old data, and so does a large one made of kept pages (spare_extents); a
+/// fresh mapping comes zeroed from the kernel (clearing it would touch every page for nothing).
 inline void clear_fresh_block(void* p, std::size_t bytes) noexcept {
-  if (p != nullptr && (slabs.holds(p) || bytes < huge_page_size())) std::memset(p, 0, bytes);
+  if (p != nullptr && (slabs.holds(p) || last_large_block_reused)) std::memset(p, 0, bytes);
 }
 
 }  // namespace detail
@@ -301,9 +307,17 @@ inline std::size_t usable_size(const void* p) noexcept { return detail::numa_usa
 inline void* reallocate(const kind& k, void* p, std::size_t bytes) {
   if (p == nullptr) return allocate(k, bytes);
   constexpr std::size_t align = alignof(std::max_align_t);
-  return detail::reallocate_with(
-      p, bytes, [&](std::size_t n) { return detail::kind_allocate(k, n, align); },
-      [&](std::size_t n) { return k.where() == kind::target::interleave || detail::kind_has_room(k, detail::kind_node(k), n, align); });
+  // Resized in place only when `k` places memory as the block is placed (an interleave kind's
+  // block is placed by page, a kind with its own huge-page choice maps otherwise), and a growth
+  // fits in its node.
+  const auto same_placement = [&](detail::extent_key placed, std::size_t have, std::size_t n) {
+    if (k.where() == kind::target::interleave ||
+        (k.pages() != numaaff::huge_page_mode::per_block && k.pages() != numaaff::huge_page_mode::never))
+      return false;
+    if (placed.node != detail::kind_node(k) || placed.strict != k.is_strict()) return false;
+    return n <= have || detail::kind_has_room(k, placed.node, n - have);
+  };
+  return detail::reallocate_with(p, bytes, [&](std::size_t n) { return detail::kind_allocate(k, n, align); }, same_placement);
 }
 
 /// A standard allocator of kind `k` (see the file comment). All allocators of equal kinds

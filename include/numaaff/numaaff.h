@@ -188,14 +188,21 @@ NUMAAFF_C_API void* numaaff_kind_malloc(numaaff_kind k, size_t bytes) NUMAAFF_C_
 /** `count * bytes` zeroed bytes of kind `k`; NULL/ENOMEM when the product overflows. */
 NUMAAFF_C_API void* numaaff_kind_calloc(numaaff_kind k, size_t count, size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** `p` resized to `bytes`, of kind `k`, its contents kept up to the smaller size (the same
- *  pointer when the block already fits). NULL `p`: numaaff_kind_malloc. `bytes` 0: frees `p`,
- *  returns NULL. On failure NULL and errno, and `p` is untouched. */
+ *  pointer when the block already fits). A large block (over 32 KiB) that stays large and keeps
+ *  its kind grows or shrinks without a copy where it can: in place, or its mapping moved with
+ *  its pages and placement (mremap).
+ *  NULL `p`: numaaff_kind_malloc. `bytes` 0: frees `p`, returns NULL. On failure NULL and errno,
+ *  and `p` is untouched. */
 NUMAAFF_C_API void* numaaff_kind_realloc(numaaff_kind k, void* p, size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** `bytes` of kind `k` aligned to `align` in `*out`: 0, or EINVAL (align not a power of two
  *  or not a multiple of sizeof(void*); invalid kind), ENOMEM. */
 NUMAAFF_C_API int numaaff_kind_posix_memalign(numaaff_kind k, void** out, size_t align, size_t bytes) NUMAAFF_C_NOEXCEPT;
 /** Frees a block of any numaaff_kind_* call (or numaaff_alloc_*) without its size, from any
- *  thread. NULL is a no-op; a double free or a foreign pointer aborts with a message. */
+ *  thread. NULL is a no-op; a double free or a foreign pointer aborts with a message. Memory
+ *  goes back to the system: a slab whose small blocks are all free (but one per node, kind and
+ *  size), and a large block (below 2 MiB its pages are kept for the next block of the same node
+ *  and strictness, 32 MiB at most, until unused for a second at the next large allocation or
+ *  free). Free a block with the protections and placement numaaff gave it. */
 NUMAAFF_C_API void numaaff_kind_free(void* p) NUMAAFF_C_NOEXCEPT;
 /** The bytes the block at `p` can hold (at least what was asked); 0 for NULL. */
 NUMAAFF_C_API size_t numaaff_kind_usable_size(void* p) NUMAAFF_C_NOEXCEPT;

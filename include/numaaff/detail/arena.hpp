@@ -470,14 +470,24 @@ struct extent_key {
   friend bool operator==(extent_key a, extent_key b) noexcept { return a.node == b.node && a.strict == b.strict; }
 };
 
-/// The key of a large block of `len` bytes mapped with `o` on `node`, when its pages can serve
-/// another block: base pages, no huge pages (below the huge page size, per_block and never map
-/// alike), not populated at allocation.
+/// The largest block whose pages are kept for reuse: below the huge page size (where per_block
+/// and never map alike, with no huge pages) and a quarter of what is kept at most.
+inline std::size_t reusable_bytes() noexcept {
+  constexpr std::size_t quarter_of_kept = std::size_t{8} << 20;
+  return huge_page_size() < quarter_of_kept ? huge_page_size() : quarter_of_kept;
+}
+
+/// The key of a large block of `len` bytes (not 0) mapped with `o` on `node`, when its pages can
+/// serve another block: base pages, no huge pages, not populated at allocation.
 inline extent_key reusable_key(std::size_t len, int node, const placement_options& o) noexcept {
   const bool plain = !o.populate && reserved_page_bytes(o.huge_pages) == 0 && o.huge_pages != huge_page_mode::always &&
-                     len < huge_page_size();
+                     len != 0 && len < reusable_bytes();
   return plain ? extent_key{node, o.strict} : extent_key{};
 }
+
+/// Set by each large allocation of the calling thread: whether its pages were kept from a freed
+/// block (and so may hold its data). Read right after the allocation by calloc's clearing.
+inline thread_local bool last_large_block_reused = false;
 
 /**
  * Freed large blocks whose pages stay mapped and resident for the next block of their
@@ -491,6 +501,13 @@ inline extent_key reusable_key(std::size_t len, int node, const placement_option
  */
 class spare_extents {
  public:
+  /// Unmaps [at, at + len), part of a larger mapping perhaps: where the kernel cannot split it
+  /// (ENOMEM at vm.max_map_count) its pages still go back (MADV_DONTNEED); the addresses stay.
+  static void unmap_or_release(std::uintptr_t at, std::size_t len) noexcept {
+    if (!sys_munmap(reinterpret_cast<void*>(at), len))
+      (void)call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(at), len, MADV_DONTNEED); });
+  }
+
   static constexpr std::size_t limit = std::size_t{32} << 20;
   static constexpr std::size_t max_count = 512;
   static constexpr std::int64_t max_age_ns = 1'000'000'000;
@@ -542,7 +559,7 @@ class spare_extents {
       extents_.emplace(at, e);
       bytes_ += e.len;
     } catch (...) {  // no room for the entry: the pages go back to the kernel
-      sys_munmap(reinterpret_cast<void*>(at), e.len);
+      unmap_or_release(at, e.len);
     }
     trim(now);
   }
@@ -576,17 +593,25 @@ class spare_extents {
     extents_.insert(std::move(node));
   }
   map::iterator drop(map::iterator it) noexcept {
-    sys_munmap(reinterpret_cast<void*>(it->first), it->second.len);
+    unmap_or_release(it->first, it->second.len);
     bytes_ -= it->second.len;
     return extents_.erase(it);
   }
-  /// Unmaps the least recently used extents while over a bound.
+  /// Unmaps the least recently used extents while over a bound; of the last one only what is
+  /// over (joined extents can be far larger than the excess).
   void trim(std::int64_t now) noexcept {
     age(now);
     while (bytes_ > limit || extents_.size() > max_count) {
       auto oldest = extents_.begin();
       for (auto it = extents_.begin(); it != extents_.end(); ++it)
         if (it->second.used_at < oldest->second.used_at) oldest = it;
+      const std::size_t excess = bytes_ > limit ? bytes_ - limit : 0;  // page multiples, as every extent
+      if (extents_.size() <= max_count && excess < oldest->second.len) {
+        oldest->second.len -= excess;
+        unmap_or_release(oldest->first + oldest->second.len, excess);
+        bytes_ -= excess;
+        return;
+      }
       drop(oldest);
     }
   }
@@ -614,6 +639,7 @@ struct arena_table {
     std::size_t granule;  // its page size: what a sized free rounds up to
     extent_key key;       // how it is placed, when its pages may be reused (spare_extents)
     std::uint64_t epoch;  // placement_epoch when it was mapped
+    extent_key placed;    // the node and strictness it was mapped with, reusable or not
   };
   std::unordered_map<std::uintptr_t, large_block> large;  // start of each large block -> its mapping
   spare_extents spare;
@@ -827,6 +853,26 @@ struct bin_limits {
 };
 inline constexpr bin_limits bin_limit{};
 
+/// Puts the batches the list of (node, f, c) holds back in their slabs, so that slabs whose
+/// blocks are all free can be given back.
+inline void drain_batches(int node, int f, int c) noexcept {
+  node_arena* arena = arena_table::instance().arenas[node].load(std::memory_order_acquire);
+  if (arena == nullptr) return;
+  central_list& list = arena->lists[f][c];
+  free_block* chain = nullptr;
+  {
+    std::lock_guard<std::mutex> guard(list.lock);
+    for (; list.batch_count > 0; --list.batch_count)
+      for (free_block* blk : list.batches[list.batch_count - 1]) {
+        blk->next = chain;
+        chain = blk;
+      }
+  }
+  if (chain != nullptr) central_give(node, f, c, chain);
+}
+
+/// A thread's exit hook: its cached blocks go back to their slabs, and the batches of the lists
+/// it used with them (threads that exit are when a program's work winds down).
 inline void flush_thread_cache(void* cache) noexcept {
   auto* t = static_cast<thread_cache*>(cache);
   t->state = thread_cache::gone;
@@ -836,6 +882,7 @@ inline void flush_thread_cache(void* cache) noexcept {
         if (thread_cache::bin& b = t->bins[cache_bin_of(n, f, c)]; b.head != nullptr) {
           central_give(n, f, c, b.head);
           b = thread_cache::bin{};
+          drain_batches(n, f, c);
         }
 }
 
@@ -1013,6 +1060,10 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
 [[gnu::noinline]] inline void* allocate_large(std::size_t bytes, std::size_t align, int node, const placement_options& o,
                                               std::error_code& ec) noexcept {
   const std::size_t len = mapping_length(bytes, o);
+  if (len == 0) {  // the size overflows a mapping
+    ec = std::make_error_code(std::errc::not_enough_memory);
+    return nullptr;
+  }
   const extent_key key = reusable_key(len, node, o);
   arena_table& t = arena_table::instance();
   void* p = nullptr;
@@ -1021,14 +1072,15 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
     t.spare.age(steady_now_ns());
     p = t.spare.take(len, key);
   }
-  const bool kept = p != nullptr;
-  if (!kept) p = map_on_node(bytes, align, node, o, ec);  // a preferred fallback maps as much
+  last_large_block_reused = p != nullptr;
+  if (p == nullptr) p = map_on_node(bytes, align, node, o, ec);  // a preferred fallback maps as much
   if (p == nullptr) return nullptr;
   const std::uint64_t epoch = placement_epoch.load(std::memory_order_acquire);
   try {
     std::lock_guard<std::mutex> guard(t.large_lock);
     // An entry left at this address means its block was unmapped behind our back: replaced.
-    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p), arena_table::large_block{len, mapping_granule(o), key, epoch});
+    t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p),
+                             arena_table::large_block{len, mapping_granule(o), key, epoch, extent_key{node, o.strict}});
   } catch (...) {  // no room for the entry
     sys_munmap(p, len);
     ec = std::make_error_code(std::errc::not_enough_memory);
@@ -1059,7 +1111,7 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
   guard.unlock();
   // A freed block must not stay armed for next-touch: its addresses will be reused.
   if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + b.len);
-  sys_munmap(p, b.len);
+  spare_extents::unmap_or_release(at, b.len);  // it may be the front of a mapping kept pages came from
 }
 
 /// The large block at `p` resized to `bytes` without copying: in place where its own pages or
@@ -1074,12 +1126,21 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
   if (len < bytes) return nullptr;
   const auto at = reinterpret_cast<std::uintptr_t>(p);
   arena_table& t = arena_table::instance();
-  std::lock_guard<std::mutex> guard(t.large_lock);
-  const auto it = t.large.find(at);
+  std::unique_lock<std::mutex> guard(t.large_lock);
+  auto it = t.large.find(at);
   if (it == t.large.end()) heap_misuse("resize of a pointer numaaff did not allocate, or of a freed block", p);
+  if (registry_live.load(std::memory_order_acquire) != 0) {
+    // Its arming is undone first, outside the registry's lock: disarming waits for handlers.
+    const std::size_t armed = it->second.len;
+    guard.unlock();
+    disarm_range(at, at + armed);
+    guard.lock();
+    it = t.large.find(at);
+    if (it == t.large.end()) heap_misuse("resize of a block freed while it was resized", p);
+  }
   arena_table::large_block& b = it->second;
   if (b.granule != ps) return nullptr;
-  if (pages_reusable(b) && len < huge_page_size()) {  // reusable_key's bound
+  if (pages_reusable(b) && len < reusable_bytes()) {
     if (len < b.len) {
       t.spare.give(at + len, b.len - len, b.key, steady_now_ns());
       b.len = len;
@@ -1090,7 +1151,6 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
       return p;
     }
   }
-  if (registry_live.load(std::memory_order_acquire) != 0) disarm_range(at, at + b.len);
   const auto r = sys_mremap(p, b.len, len);
   if (!r) return nullptr;
   // The entry is moved, not made: the table holds as many entries as before, so nothing
@@ -1098,9 +1158,20 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
   auto entry = t.large.extract(it);
   entry.key() = reinterpret_cast<std::uintptr_t>(r.value);
   entry.mapped().len = len;
-  if (len >= huge_page_size()) entry.mapped().key = extent_key{};
+  if (len >= reusable_bytes()) entry.mapped().key = extent_key{};
+  t.large.erase(entry.key());  // an entry left there: a block unmapped behind our back
   t.large.insert(std::move(entry));
   return r.value;
+}
+
+/// The node and strictness the large block at `p` was mapped with. Aborts with a message for a
+/// pointer that is not a live large block.
+inline extent_key large_placement(const void* p) noexcept {
+  arena_table& t = arena_table::instance();
+  std::lock_guard<std::mutex> guard(t.large_lock);
+  const auto it = t.large.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == t.large.end()) heap_misuse("resize of a pointer numaaff did not allocate, or of a freed block", p);
+  return it->second.placed;
 }
 
 /// Memory for `bytes` aligned to `align` on `node`; nullptr and ec on failure.
