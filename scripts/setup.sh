@@ -20,8 +20,9 @@ packages=(
     qemu-system-x86 busybox-static lz4 zstd xz-utils binutils apt-utils
     # the tiled Cholesky example's tile kernels (OpenBLAS and LAPACKE)
     libopenblas-dev liblapacke-dev
-    # the allocators the heap by kind is measured against (bench_allocator under LD_PRELOAD)
-    libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4
+    # the allocators the heap by kind is measured against (bench_allocator under LD_PRELOAD),
+    # and memkind's hbw example, built against numaaff's hbwmalloc.h in the VM layer
+    libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libmemkind-dev
     # the plots of benchmarks/README.md (benchmarks/plot.sh)
     gnuplot-nox
 )

@@ -144,8 +144,20 @@ int hbw_posix_memalign(void** memptr, size_t alignment, size_t size) noexcept {
 }
 
 int hbw_posix_memalign_psize(void** memptr, size_t alignment, size_t size, hbw_pagesize_t pagesize) noexcept {
-  if (pagesize != HBW_PAGESIZE_4KB) return EINVAL;
-  return aligned_block(memptr, alignment, size, numaaff::huge_page_mode::never);
+  numaaff::huge_page_mode pages = numaaff::huge_page_mode::never;
+  switch (pagesize) {
+    case HBW_PAGESIZE_4KB: break;
+    case HBW_PAGESIZE_2MB: pages = numaaff::huge_page_mode::reserved_2mib; break;
+    case HBW_PAGESIZE_1GB_STRICT:
+      if (size % (std::size_t{1} << 30) != 0) return EINVAL;
+      pages = numaaff::huge_page_mode::reserved_1gib;
+      break;
+    case HBW_PAGESIZE_1GB: pages = numaaff::huge_page_mode::reserved_1gib; break;
+    default: return EINVAL;
+  }
+  if (pages != numaaff::huge_page_mode::never && policy.load(std::memory_order_relaxed) == HBW_POLICY_INTERLEAVE)
+    return EINVAL;
+  return aligned_block(memptr, alignment, size, pages);
 }
 
 hbw_policy_t hbw_get_policy(void) noexcept { return static_cast<hbw_policy_t>(policy.load(std::memory_order_relaxed)); }

@@ -19,9 +19,12 @@
  *   huge pages.
  * hbw_set_policy() works once, before the first allocation (EPERM after; EINVAL for another
  * value). Blocks are freed with hbw_free() from any thread; a double free or a pointer the
- * heap did not give aborts with a message. hbw_posix_memalign_psize() supports
- * HBW_PAGESIZE_4KB (no huge pages); the hugetlbfs sizes are EINVAL, which the manual allows
- * for an unsupported page size.
+ * heap did not give aborts with a message. hbw_posix_memalign_psize() with HBW_PAGESIZE_4KB
+ * gives no huge pages; HBW_PAGESIZE_2MB and HBW_PAGESIZE_1GB take whole pages from the node's
+ * reserved pool (/sys/devices/system/node/nodeN/hugepages/): BIND fails with ENOMEM when the
+ * high-bandwidth node's pool is short, PREFERRED takes another pool or else ordinary pages;
+ * HBW_PAGESIZE_1GB_STRICT wants a size that is a multiple of 1 GiB (else EINVAL); none of the
+ * three goes with HBW_POLICY_INTERLEAVE (EINVAL), as the manual says.
  *
  * @code{.c}
  * #include <numaaff/hbwmalloc.h>
@@ -79,7 +82,9 @@ NUMAAFF_C_API size_t hbw_malloc_usable_size(void* ptr) NUMAAFF_C_NOEXCEPT;
 /** `size` bytes aligned to `alignment` (a power of two, a multiple of sizeof(void*), else
  *  EINVAL) in `*memptr`; `size` 0: 0 with NULL there; ENOMEM. */
 NUMAAFF_C_API int hbw_posix_memalign(void** memptr, size_t alignment, size_t size) NUMAAFF_C_NOEXCEPT;
-/** hbw_posix_memalign with a page size: HBW_PAGESIZE_4KB only (else EINVAL). */
+/** hbw_posix_memalign with a page size (see the file comment): EINVAL for another value, a
+ *  huge page size under HBW_POLICY_INTERLEAVE, or HBW_PAGESIZE_1GB_STRICT with a size that is
+ *  not a multiple of 1 GiB; ENOMEM. */
 NUMAAFF_C_API int hbw_posix_memalign_psize(void** memptr, size_t alignment, size_t size,
                                            hbw_pagesize_t pagesize) NUMAAFF_C_NOEXCEPT;
 /** The current policy. */

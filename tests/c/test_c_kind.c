@@ -74,6 +74,8 @@ static int hbw_policy_rules(void) {
   if (hbw_set_policy(HBW_POLICY_INTERLEAVE) != 0) return 3;
   if (hbw_get_policy() != HBW_POLICY_INTERLEAVE) return 4;
   if (hbw_set_policy(HBW_POLICY_BIND) != EPERM) return 5;              /* once */
+  void* p = NULL;
+  if (hbw_posix_memalign_psize(&p, 64, 64, HBW_PAGESIZE_2MB) != EINVAL) return 6; /* not interleaved */
   return 0;
 }
 static int hbw_policy_after_allocation(void) {
@@ -215,8 +217,14 @@ int main(void) {
   void* h = (void*)1;
   CHECK(hbw_posix_memalign(&h, 64, 0) == 0 && h == NULL);
   CHECK(hbw_posix_memalign(&h, 24, 64) == EINVAL);
-  CHECK(hbw_posix_memalign_psize(&h, 64, 64, HBW_PAGESIZE_2MB) == EINVAL);
+  CHECK(hbw_posix_memalign_psize(&h, 64, 64, (hbw_pagesize_t)9) == EINVAL);
+  CHECK(hbw_posix_memalign_psize(&h, 64, 64, HBW_PAGESIZE_1GB_STRICT) == EINVAL); /* not whole GiB */
   CHECK(hbw_posix_memalign_psize(&h, 64, 64, HBW_PAGESIZE_4KB) == 0 && h != NULL);
+  hbw_free(h);
+  /* PREFERRED: a pool's 2 MiB page, or else ordinary pages, a whole huge page's worth. */
+  CHECK(hbw_posix_memalign_psize(&h, 2u << 20, 512, HBW_PAGESIZE_2MB) == 0 && h != NULL);
+  CHECK(hbw_malloc_usable_size(h) == (size_t)2 << 20);
+  memset(h, 1, 512);
   hbw_free(h);
   CHECK(hbw_verify_memory_region(NULL, 64, 0) == EINVAL);
   int local = 0;

@@ -18,6 +18,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <string>
@@ -306,4 +307,50 @@ TEST(KindNuma, HbwBindFailsAndPreferredFallsBackWhenTheHbmNodeIsFull) {
   EXPECT_EQ(run("bind"), 0) << "BIND with node 2 full (tests/c/hbw_when_full.c numbers its checks)";
   EXPECT_EQ(run("preferred"), 0) << "PREFERRED with node 2 full";
   numaaff::deallocate(filler);
+}
+
+// memkind's own example (hello_hbw_example.c from Debian's libmemkind-dev), built with only its
+// include changed to <numaaff/hbwmalloc.h> and linked to numaaff's C library, runs in the tiered
+// guest from node 0 with one 2 MiB page reserved on node 2: it prints its three lines, and both
+// of its high-bandwidth blocks (hbw_malloc's, and hbw_posix_memalign_psize's 2 MiB page) are on
+// node 2 by a raw query when it frees them (tests/c/hbw_free_probe.c, preloaded).
+TEST(KindNuma, MemkindsHelloHbwExampleRunsWithItsBlocksOnTheHbmNode) {
+  NUMAAFF_REQUIRE_MEMORY_TIERS();
+#if defined(NUMAAFF_MEMKIND_HELLO_HBW)
+  const int hbm = 2;
+  ASSERT_TRUE(reserve_2mib_pages(hbm, 1)) << "the guest kept no 2 MiB page on node 2";
+  int out[2];
+  ASSERT_EQ(pipe(out), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    numaaff::pin_this_thread(0);
+    dup2(out[1], 1);
+    dup2(out[1], 2);
+    setenv("LD_PRELOAD", NUMAAFF_HBW_FREE_PROBE, 1);
+    execl(NUMAAFF_MEMKIND_HELLO_HBW, NUMAAFF_MEMKIND_HELLO_HBW, static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) > 0;) text.append(buf, static_cast<std::size_t>(n));
+  close(out[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << text;
+  EXPECT_NE(text.find("Hello world from high bandwidth memory"), std::string::npos) << text;
+  EXPECT_NE(text.find("Hello world from high bandwidth 2 MB paged memory"), std::string::npos) << text;
+  std::size_t probes = 0, on_hbm = 0;
+  for (std::size_t at = text.find("hbw_free probe: node "); at != std::string::npos;
+       at = text.find("hbw_free probe: node ", at + 1)) {
+    ++probes;
+    on_hbm += std::atoi(text.c_str() + at + 21) == hbm;
+  }
+  EXPECT_EQ(probes, 2u) << text;
+  EXPECT_EQ(on_hbm, probes) << text;
+  EXPECT_EQ(numaaff::detail::hugetlb_pool_of(hbm, std::size_t{2} << 20).free, 1) << "the 2 MiB page went back";
+  reserve_2mib_pages(hbm, 0);
+#else
+  FAIL() << "built without memkind's example (install libmemkind-dev: scripts/setup.sh does)";
+#endif
 }
