@@ -19,13 +19,15 @@ namespace numaaff_bench {
 /// "numerator / denominator: at least (or at most) target" on a per-item rate, a wall time or
 /// a CPU time (the process's for benchmarks registered with MeasureProcessCPUTime(), else the
 /// benchmark thread's); or, for extra_ns_per_item, "numerator's time per item minus the
-/// denominator's, in ns: at most target" (what one runtime adds to another's per-item cost).
+/// denominator's, in ns: at most target" (what one runtime adds to another's per-item cost);
+/// or, for counter, the user counter named `counter` of both: at most target (a size, say).
 struct ratio {
   std::string numerator;
   std::string denominator;
-  enum class measure { rate, time, cpu_time, extra_ns_per_item } what;
-  double target;  // for rate: numerator/denominator >= target; for time and cpu_time: <= target
+  enum class measure { rate, time, cpu_time, extra_ns_per_item, counter } what;
+  double target;  // for rate: numerator/denominator >= target; for the others: <= target
   std::string label;
+  std::string counter = {};
 };
 
 class collecting_reporter : public benchmark::ConsoleReporter {
@@ -43,6 +45,7 @@ class collecting_reporter : public benchmark::ConsoleReporter {
       if (median) medians_[name] = true;
       const auto it = r.counters.find("items_per_second");
       rate_[name] = it != r.counters.end() ? it->second.value : 0.0;
+      for (const auto& c : r.counters) counters_[name + "#" + c.first] = c.second.value;
       time_[name] = r.GetAdjustedRealTime();
       cpu_[name] = r.GetAdjustedCPUTime();
     }
@@ -52,8 +55,13 @@ class collecting_reporter : public benchmark::ConsoleReporter {
     int missed = 0;
     for (const ratio& q : ratios) {
       const bool per_item = q.what == ratio::measure::extra_ns_per_item;
-      const auto& table = q.what == ratio::measure::rate || per_item ? rate_ : q.what == ratio::measure::time ? time_ : cpu_;
-      const auto a = table.find(q.numerator), b = table.find(q.denominator);
+      const bool counter = q.what == ratio::measure::counter;
+      const auto& table = counter ? counters_
+                          : q.what == ratio::measure::rate || per_item ? rate_
+                          : q.what == ratio::measure::time             ? time_
+                                                                       : cpu_;
+      const std::string suffix = counter ? "#" + q.counter : std::string();
+      const auto a = table.find(q.numerator + suffix), b = table.find(q.denominator + suffix);
       if (a == table.end() || b == table.end() || b->second == 0.0 || a->second == 0.0) continue;  // filtered out
       if (per_item) {
         const double extra = 1e9 / a->second - 1e9 / b->second;
@@ -75,6 +83,7 @@ class collecting_reporter : public benchmark::ConsoleReporter {
   std::map<std::string, double> rate_;
   std::map<std::string, double> time_;
   std::map<std::string, double> cpu_;
+  std::map<std::string, double> counters_;  // "run name#counter name"
   std::map<std::string, bool> medians_;
 };
 
