@@ -58,6 +58,16 @@ numaaff::detail::interleave_state* hbw_interleave() {
   return state;
 }
 
+/// The int a C caller passed as an hbwmalloc enum: any int is valid C, while in C++ a value
+/// outside the enumerators' range is undefined, so it is read as an int.
+template <class E>
+int c_enum_value(const E* e) noexcept {
+  static_assert(sizeof(E) == sizeof(int), "hbwmalloc's enums are ints");
+  int v = 0;
+  std::memcpy(&v, e, sizeof v);  // the bytes, not a load of the enum
+  return v;
+}
+
 /// A block by the current policy, or NULL with errno.
 void* hbw_block(std::size_t size, std::size_t align, numaaff::huge_page_mode pages) noexcept {
   allocated_once.store(true, std::memory_order_relaxed);
@@ -145,7 +155,7 @@ int hbw_posix_memalign(void** memptr, size_t alignment, size_t size) noexcept {
 
 int hbw_posix_memalign_psize(void** memptr, size_t alignment, size_t size, hbw_pagesize_t pagesize) noexcept {
   numaaff::huge_page_mode pages = numaaff::huge_page_mode::never;
-  switch (pagesize) {
+  switch (c_enum_value(&pagesize)) {
     case HBW_PAGESIZE_4KB: break;
     case HBW_PAGESIZE_2MB: pages = numaaff::huge_page_mode::reserved_2mib; break;
     case HBW_PAGESIZE_1GB_STRICT:
@@ -162,7 +172,8 @@ int hbw_posix_memalign_psize(void** memptr, size_t alignment, size_t size, hbw_p
 
 hbw_policy_t hbw_get_policy(void) noexcept { return static_cast<hbw_policy_t>(policy.load(std::memory_order_relaxed)); }
 
-int hbw_set_policy(hbw_policy_t mode) noexcept {
+int hbw_set_policy(hbw_policy_t chosen) noexcept {
+  const int mode = c_enum_value(&chosen);
   if (mode != HBW_POLICY_BIND && mode != HBW_POLICY_PREFERRED && mode != HBW_POLICY_INTERLEAVE &&
       mode != HBW_POLICY_BIND_ALL)
     return EINVAL;

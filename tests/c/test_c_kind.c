@@ -71,6 +71,7 @@ static int filled(const unsigned char* p, size_t n, unsigned char v) {
 static int hbw_policy_rules(void) {
   if (hbw_get_policy() != HBW_POLICY_PREFERRED) return 1;            /* the default */
   if (hbw_set_policy((hbw_policy_t)7) != EINVAL) return 2;
+  if (hbw_set_policy((hbw_policy_t)100) != EINVAL) return 7;           /* any int, from C */
   if (hbw_set_policy(HBW_POLICY_INTERLEAVE) != 0) return 3;
   if (hbw_get_policy() != HBW_POLICY_INTERLEAVE) return 4;
   if (hbw_set_policy(HBW_POLICY_BIND) != EPERM) return 5;              /* once */
