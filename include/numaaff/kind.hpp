@@ -35,10 +35,11 @@
  * its node and strictness (32 MiB at most, unmapped once unused for a second, at the next large
  * allocation or free; never after numaaff changed its placement: a block must be freed with
  * the placement and protections it was given). reallocate() to the same kind resizes a large
- * block without copying it where it can. So `deallocate(p)` needs no size and no kind, any thread may free any block,
- * and a double free or a pointer the heap did not give aborts with a message, as with
- * allocate_on_node. Blocks of a node kind and of local share the slabs of the node they
- * resolve to (local is on_node of that node), as do the small blocks interleave puts there.
+ * block without copying it where it can. So `deallocate(p)` needs no size and no kind, any
+ * thread may free any block, and a double free or a pointer the heap did not give aborts with a
+ * message, as with allocate_on_node. Blocks of a node kind and of local share the slabs of the
+ * node they resolve to (local is on_node of that node), as do the small blocks interleave puts
+ * there.
  * A small block of a node or local kind found in the thread's cache takes no lock, no system
  * call and no exception path (kind_cached_block); everything else goes the full way.
  *
