@@ -82,13 +82,13 @@ cmake -S "$root" -B "$b/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMP
 cmake --build "$b/tsan" -j "$jobs" --target test_next_touch test_next_touch_random test_allocator test_thread_pool test_dataflow test_kind
 # The two tests that arm gigabytes of address space are left out: TSan's shadow of them makes
 # each of their 100,000+ faults slow enough to take many minutes.
-TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch" --gtest_brief=1 \
+TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch" --gtest_brief=1 \
     --gtest_filter='-*CheckerboardBeyondMaxMapCount:*FourGiBArmedEveryOtherChunkTouched'
-TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch_random" --gtest_brief=1
-TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_allocator" --gtest_brief=1
-TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_thread_pool" --gtest_brief=1
-TSAN_OPTIONS="halt_on_error=1" "$b/tsan/tests/test_dataflow" --gtest_brief=1
-TSAN_OPTIONS="halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_kind" --gtest_brief=1
+TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch_random" --gtest_brief=1
+TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests/test_allocator" --gtest_brief=1
+TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests/test_thread_pool" --gtest_brief=1
+TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests/test_dataflow" --gtest_brief=1
+TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_kind" --gtest_brief=1
 
 stage "fuzzing (clang libFuzzer with ASan and UBSan): the parsers and the C API, ${NUMAAFF_FUZZ_SECONDS:-40} s each"
 cmake -S "$root" -B "$b/fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_STANDARD=17 \
