@@ -35,7 +35,7 @@ class flow_ranges {
   void push(std::uintptr_t begin, std::uintptr_t end, dep_mode mode) noexcept {
     if (begin != end) data_[size_++] = dep_range{begin, end, mode};
   }
-  const dep_range* data() const noexcept { return data_; }
+  dep_range* data() noexcept { return data_; }
   std::size_t size() const noexcept { return size_; }
   flow_ranges(flow_ranges&& o) noexcept : heap_(std::move(o.heap_)), size_(o.size_) {
     std::copy(o.inline_, o.inline_ + inline_count, inline_);

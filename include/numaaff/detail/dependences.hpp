@@ -38,28 +38,26 @@ namespace numaaff::detail {
 /// How a task uses a range, as the tracker sees it (numaaff::access_mode: out and inout order alike).
 enum class dep_mode : unsigned char { read, write, commute };
 
-/// One declared range: [begin, end).
-struct dep_range {
-  std::uintptr_t begin = 0, end = 0;
-  dep_mode mode = dep_mode::read;
-  bool empty() const noexcept { return begin == end; }
-};
-
 struct dep_node;
+struct dep_range;
 
 /// A list of tasks, the first `inline_count` without an allocation (most lists of a segment
 /// hold one or two tasks, most tasks have one or two successors). make_room() may throw;
-/// push_back() within the room made cannot. Removal is O(1) for the oldest and the newest entry
-/// (readers finish in about the order they came, or the reverse where a worker runs its own
-/// deque's newest first), else it scans and moves the last entry into the gap.
+/// push_back() within the room made cannot.
+///
+/// Each entry has a slot number that stays its own while it is in the list (moving the entries
+/// to the front or to a larger array shifts `base_`, not the slots), so a task that kept its
+/// slot leaves in O(1) wherever it is: many readers of one tile finish in any order. A removed
+/// entry in the middle becomes a hole (null), skipped by each(); the first and the last entry
+/// are never holes. A task without a valid slot is found by a scan.
 class task_list {
  public:
   static constexpr std::size_t inline_count = 2;
+  static constexpr std::uint32_t no_slot = ~std::uint32_t{0};
   task_list() noexcept = default;
   task_list(const task_list& o) : task_list() {
     reserve(o.capacity_);  // the room made for a registration, kept by a segment's cut
-    std::copy(o.begin(), o.end(), data_);
-    end_ = o.size();
+    o.each([this](dep_node* n) { data_[end_++] = n; });  // a new list: slots start again
   }
   task_list& operator=(const task_list&) = delete;
   ~task_list() {
@@ -68,42 +66,45 @@ class task_list {
   /// Room for `extra` more push_back() calls.
   void make_room(std::size_t extra) {
     if (capacity_ - end_ >= extra) return;
-    if (head_ != 0 && capacity_ - size() >= extra) {  // compacting is enough
+    if (head_ != 0 && capacity_ - size() >= extra) {  // moving to the front is enough
       std::copy(begin(), end(), data_);
+      base_ += head_;
       end_ = size();
       head_ = 0;
       return;
     }
     reserve(size() + extra);
   }
-  void push_back(dep_node* n) noexcept { data_[end_++] = n; }
-  /// Adds `n` unless it is the last one added (a task naming the same bytes twice).
-  void push_once(dep_node* n) noexcept {
-    if (empty() || data_[end_ - 1] != n) data_[end_++] = n;
+  /// @return the entry's slot.
+  std::uint32_t push_back(dep_node* n) noexcept {
+    data_[end_] = n;
+    return slot_of(end_++);
   }
-  void clear() noexcept { head_ = end_ = 0; }
-  /// Removes `n` (present at most once: see push_once); the order is not kept.
-  void remove(const dep_node* n) noexcept {
+  /// Adds `n` unless it is the last one added (a task naming the same bytes twice).
+  /// @return n's slot, or no_slot if it was there already.
+  std::uint32_t push_once(dep_node* n) noexcept {
+    if (!empty() && data_[end_ - 1] == n) return no_slot;
+    return push_back(n);
+  }
+  void clear() noexcept {
+    base_ += end_;
+    head_ = end_ = 0;
+  }
+  /// Removes `n` (present at most once: see push_once), in O(1) when `slot` is its slot.
+  void remove(const dep_node* n, std::uint32_t slot = no_slot) noexcept {
     if (empty()) return;
-    if (data_[head_] == n) {
-      if (++head_ == end_) head_ = end_ = 0;
-      return;
-    }
-    if (data_[end_ - 1] == n) {
-      --end_;
-      return;
-    }
+    const std::size_t at = static_cast<std::uint32_t>(slot - static_cast<std::uint32_t>(base_));
+    if (slot != no_slot && at >= head_ && at < end_ && data_[at] == n) return erase_at(at);
+    if (data_[head_] == n) return erase_at(head_);
+    if (data_[end_ - 1] == n) return erase_at(end_ - 1);
     for (std::size_t i = head_ + 1; i < end_; ++i)
-      if (data_[i] == n) {
-        data_[i] = data_[--end_];
-        return;
-      }
+      if (data_[i] == n) return erase_at(i);
   }
   /// Removes every `n` (a commutative set's `before` may name a task that both wrote and read).
   void remove_all(const dep_node* n) noexcept {
-    dep_node** last = std::remove(begin(), end(), n);
-    end_ = static_cast<std::size_t>(last - data_);
-    if (head_ == end_) head_ = end_ = 0;
+    for (std::size_t i = head_; i < end_; ++i)
+      if (data_[i] == n) data_[i] = nullptr;
+    trim();
   }
   /// Moves the contents into `to` (an empty list that never grew), leaving this list empty.
   void take(task_list& to) noexcept {
@@ -118,21 +119,41 @@ class task_list {
       data_ = inline_;
       capacity_ = inline_count;
     }
+    base_ += end_;
     head_ = end_ = 0;
   }
   bool empty() const noexcept { return head_ == end_; }
+  /// Entries, holes included (a bound on the tasks in the list).
   std::size_t size() const noexcept { return end_ - head_; }
   dep_node* back() const noexcept { return data_[end_ - 1]; }
-  dep_node** begin() const noexcept { return data_ + head_; }
-  dep_node** end() const noexcept { return data_ + end_; }
+  /// Calls f(task) for each task in the list, oldest first.
+  template <class F>
+  void each(F&& f) const {
+    for (std::size_t i = head_; i < end_; ++i)
+      if (data_[i] != nullptr) f(data_[i]);
+  }
 
  private:
+  dep_node** begin() const noexcept { return data_ + head_; }
+  dep_node** end() const noexcept { return data_ + end_; }
+  std::uint32_t slot_of(std::size_t at) const noexcept { return static_cast<std::uint32_t>(base_ + at); }
+  void erase_at(std::size_t at) noexcept {
+    data_[at] = nullptr;
+    trim();
+  }
+  /// Holes at either end are dropped (the ends are never holes).
+  void trim() noexcept {
+    while (head_ < end_ && data_[head_] == nullptr) ++head_;
+    while (end_ > head_ && data_[end_ - 1] == nullptr) --end_;
+    if (head_ == end_) clear();
+  }
   void reserve(std::size_t n) {
     if (n <= capacity_ && head_ == 0) return;
     const std::size_t cap = std::max(n, 2 * capacity_);
     auto* d = new dep_node*[cap];
     std::copy(begin(), end(), d);
     if (data_ != inline_) delete[] data_;
+    base_ += head_;
     end_ = size();
     head_ = 0;
     data_ = d;
@@ -143,6 +164,7 @@ class task_list {
   dep_node** data_ = inline_;
   std::size_t head_ = 0, end_ = 0;  // entries are data_[head_, end_)
   std::size_t capacity_ = inline_count;
+  std::size_t base_ = 0;  // slot of data_[0]
 };
 
 /// A task's place in the dependence graph (embedded in the task; see dataflow.hpp).
@@ -151,36 +173,50 @@ struct dep_node {
   std::atomic<std::size_t> waiting{1};
   /// A predecessor was discarded: this task is discarded too when it becomes ready.
   std::atomic<bool> cancelled{false};
-  const dep_range* accesses = nullptr;  // none empty
+  dep_range* accesses = nullptr;  // none empty
   std::size_t count = 0;
   bool commutative = false;           // holds a commutative access
+  bool self_overlap = false;          // two of its ranges share a byte (set by add())
   bool holding = false;               // a commutative updater admitted to run (under the lock)
   task_list successors;               // under the tracker's lock
   dep_node* comm_link = nullptr;      // in the tracker's running or parked commutative list
   dep_node* work_link = nullptr;      // in a thread's list of ready nodes (dataflow.hpp)
 };
 
-/// True if the byte ranges [a) and [b) share a byte.
-inline bool overlaps(const dep_range& a, const dep_range& b) noexcept {
-  return a.begin < b.end && b.begin < a.end;
-}
-
 /// Map nodes recycled by one tracker, under its lock: a segment is made and erased for most
-/// tasks, and the allocator's own locks and bookkeeping cost more than the segment.
+/// tasks, and the allocator's own locks and bookkeeping cost more than the segment. A group
+/// makes and ends its tracker on its owner's thread, and programs run many groups one after
+/// another there: an ending tracker leaves its nodes (up to `kept_nodes`) to its thread, and
+/// the next tracker made on that thread starts with them.
 class node_pool {
  public:
-  node_pool() = default;
+  static constexpr std::size_t kept_nodes = 4096;
+  node_pool() noexcept {
+    thread_spare& t = spare();
+    free_ = t.free;
+    t.free = nullptr;
+    t.count = 0;
+  }
   node_pool(const node_pool&) = delete;
   node_pool& operator=(const node_pool&) = delete;
   ~node_pool() {
+    thread_spare& t = spare();
     while (free_ != nullptr) {
       void* next = *static_cast<void**>(free_);
-      ::operator delete(free_);
+      if (t.count < kept_nodes) {
+        *static_cast<void**>(free_) = t.free;
+        t.free = free_;
+        ++t.count;
+      } else {
+        ::operator delete(free_);
+      }
       free_ = next;
     }
   }
-  void* take(std::size_t bytes) {
-    if (free_ == nullptr) return ::operator new(std::max(bytes, sizeof(void*)));
+  /// Every node has room for `node_bytes` (a map node of the tracker's fits: pool_allocator).
+  static constexpr std::size_t node_bytes = 256;
+  void* take() {
+    if (free_ == nullptr) return ::operator new(node_bytes);
     void* p = free_;
     free_ = *static_cast<void**>(p);
     return p;
@@ -191,6 +227,24 @@ class node_pool {
   }
 
  private:
+  struct thread_spare {
+    void* free = nullptr;
+    std::size_t count = 0;
+    thread_spare() = default;
+    thread_spare(const thread_spare&) = delete;
+    thread_spare& operator=(const thread_spare&) = delete;
+    ~thread_spare() {
+      while (free != nullptr) {
+        void* next = *static_cast<void**>(free);
+        ::operator delete(free);
+        free = next;
+      }
+    }
+  };
+  static thread_spare& spare() noexcept {
+    static thread_local thread_spare t;
+    return t;
+  }
   void* free_ = nullptr;
 };
 
@@ -202,11 +256,14 @@ struct pool_allocator {
   explicit pool_allocator(node_pool* p) noexcept : pool(p) {}
   template <class U>
   pool_allocator(const pool_allocator<U>& o) noexcept : pool(o.pool) {}
+  static constexpr bool pooled(std::size_t n) noexcept {
+    return n == 1 && sizeof(T) <= node_pool::node_bytes && alignof(T) <= alignof(std::max_align_t);
+  }
   T* allocate(std::size_t n) {
-    return n == 1 ? static_cast<T*>(pool->take(sizeof(T))) : static_cast<T*>(::operator new(n * sizeof(T)));
+    return pooled(n) ? static_cast<T*>(pool->take()) : static_cast<T*>(::operator new(n * sizeof(T)));
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    if (n == 1) pool->give(p);
+    if (pooled(n)) pool->give(p);
     else ::operator delete(p);
   }
   template <class U>
@@ -214,6 +271,36 @@ struct pool_allocator {
   template <class U>
   bool operator!=(const pool_allocator<U>& o) const noexcept { return pool != o.pool; }
 };
+
+/// A run of bytes every live task that touches it covers whole (see the file comment).
+struct dep_segment {
+  std::uintptr_t end = 0;
+  task_list writers, readers, before;
+  bool commutative_set = false;  // writers are an open commutative set
+  bool empty() const noexcept { return writers.empty() && readers.empty() && before.empty(); }
+};
+using dep_segment_map = std::map<std::uintptr_t, dep_segment, std::less<std::uintptr_t>,
+                                 pool_allocator<std::pair<const std::uintptr_t, dep_segment>>>;
+
+/// One declared range: [begin, end).
+struct dep_range {
+  dep_range() noexcept = default;
+  dep_range(std::uintptr_t b, std::uintptr_t e, dep_mode m) noexcept : begin(b), end(e), mode(m) {}
+  std::uintptr_t begin = 0, end = 0;
+  /// While the task is registered: the segment starting at `begin`. It outlives the task's
+  /// stay: whoever takes the task out of it (a later writer) waits for the task, so it is
+  /// never empty, hence never erased, before the task leaves; cuts keep its node.
+  dep_segment_map::iterator head{};
+  /// While registered: its slot in the head's list of its mode (task_list::no_slot: none).
+  std::uint32_t slot = task_list::no_slot;
+  dep_mode mode = dep_mode::read;
+  bool empty() const noexcept { return begin == end; }
+};
+
+/// True if the byte ranges [a) and [b) share a byte.
+inline bool overlaps(const dep_range& a, const dep_range& b) noexcept {
+  return a.begin < b.end && b.begin < a.end;
+}
 
 class dependence_tracker {
  public:
@@ -225,6 +312,7 @@ class dependence_tracker {
   /// (nothing to wait for); otherwise a later release() reports it.
   /// @throws std::bad_alloc with the tracker's order unchanged and `n` not registered.
   bool add(dep_node& n) {
+    n.self_overlap = self_overlapping(n);
     std::lock_guard<spin_lock> lock(lock_);
     prepare(n);  // may throw: nothing linked yet
     for (std::size_t i = 0; i < n.count; ++i) link(n, n.accesses[i]);
@@ -247,10 +335,10 @@ class dependence_tracker {
       n.successors.take(successors);
       if (n.commutative) freed = finish_commutative(n);
     }
-    for (dep_node* s : successors) {
+    successors.each([&](dep_node* s) {
       if (discarded) s->cancelled.store(true, std::memory_order_relaxed);
       if (s->waiting.fetch_sub(1, std::memory_order_acq_rel) == 1) ready(s);
-    }
+    });
     while (freed != nullptr) {
       dep_node* next = freed->work_link;
       freed->work_link = nullptr;
@@ -281,55 +369,73 @@ class dependence_tracker {
   }
 
  private:
-  struct segment {
-    std::uintptr_t end = 0;
-    task_list writers, readers, before;
-    bool commutative_set = false;  // writers are an open commutative set
-    bool empty() const noexcept { return writers.empty() && readers.empty() && before.empty(); }
-  };
-  using map_type = std::map<std::uintptr_t, segment, std::less<std::uintptr_t>,
-                           pool_allocator<std::pair<const std::uintptr_t, segment>>>;
+  using map_type = dep_segment_map;
+  using segment = dep_segment;
 
-  /// The segment holding `at` cut in two at `at` (no-op when a segment starts there).
-  void cut_at(std::uintptr_t at) {
-    auto it = map_.upper_bound(at);
-    if (it == map_.begin()) return;
-    --it;
-    if (it->first < at && at < it->second.end) {
-      // The tail, with the same tasks, is inserted before the head is shortened: if inserting
-      // throws, no byte has left its segment (the cut changes nothing the segment means).
-      map_.emplace_hint(std::next(it), at, it->second);
-      it->second.end = at;
-    }
+  /// Two of n's ranges share a byte: then one segment may hold n more than once, and leaving
+  /// one range may erase a segment another range's head names. Past 16 ranges, assumed.
+  static bool self_overlapping(const dep_node& n) noexcept {
+    if (n.count > 16) return true;
+    for (std::size_t i = 0; i < n.count; ++i)
+      for (std::size_t j = i + 1; j < n.count; ++j)
+        if (overlaps(n.accesses[i], n.accesses[j])) return true;
+    return false;
   }
 
-  /// Phase one: segments exactly covering every access, and room in every vector link() grows.
+  /// The segment starting at `at`, cutting the one that holds `at` if needed; else the first
+  /// segment after `at` (or end()). One walk of the map.
+  map_type::iterator segment_from(std::uintptr_t at) {
+    auto it = map_.upper_bound(at);
+    if (it == map_.begin()) return it;
+    auto prev = std::prev(it);
+    if (prev->first == at) return prev;
+    if (at < prev->second.end) {
+      // The tail, with the same tasks, is inserted before the head is shortened: if inserting
+      // throws, no byte has left its segment (the cut changes nothing the segment means).
+      it = map_.emplace_hint(it, at, prev->second);
+      prev->second.end = at;
+    }
+    return it;
+  }
+
+  /// Phase one: segments exactly covering every access (each range's head recorded), and room
+  /// in every vector link() grows.
   void prepare(dep_node& n) {
-    const std::size_t k = n.count;
-    for (std::size_t i = 0; i < k; ++i) {
-      const dep_range& a = n.accesses[i];
-      cut_at(a.begin);
-      cut_at(a.end);
+    // Without self-overlap each segment is reached by one of n's ranges, once.
+    const std::size_t room = n.self_overlap ? n.count : 1;
+    for (std::size_t i = 0; i < n.count; ++i) {
+      dep_range& a = n.accesses[i];
+      auto it = segment_from(a.begin);
       std::uintptr_t at = a.begin;
-      auto it = map_.lower_bound(at);
       while (at < a.end) {
         if (it == map_.end() || it->first > at) {  // a gap: a new, empty segment
           segment s;
           s.end = it == map_.end() ? a.end : std::min(a.end, it->first);
           it = map_.emplace_hint(it, at, std::move(s));
+        } else if (a.end < it->second.end) {  // the last segment reaches past the range: cut it
+          map_.emplace_hint(std::next(it), a.end, it->second);
+          it->second.end = a.end;
         }
-        // Room for what link() adds: this task in the list its mode grows (k: the task may
-        // name the bytes k times), and one successor in each task it may wait for.
+        if (at == a.begin) a.head = it;
+        // Room for what link() adds: this task in the list its mode grows, and one successor
+        // in each task it may wait for.
         segment& s = it->second;
-        if (a.mode == dep_mode::read) s.readers.make_room(k);
-        else s.writers.make_room(k);
-        if (a.mode == dep_mode::commute) s.before.make_room(s.writers.size() + s.readers.size() + k);
-        for (dep_node* p : s.writers) p->successors.make_room(1);
-        if (a.mode != dep_mode::read)
-          for (task_list* list : {&s.readers, &s.before})
-            for (dep_node* p : *list) p->successors.make_room(1);
+        switch (a.mode) {
+          case dep_mode::read: s.readers.make_room(room); break;
+          case dep_mode::write: s.writers.make_room(room); break;  // cleared first: room 1 is there
+          case dep_mode::commute:
+            s.writers.make_room(room);
+            s.before.make_room(s.writers.size() + s.readers.size() + room);
+            break;
+        }
+        auto room_in = [](dep_node* p) { p->successors.make_room(1); };
+        s.writers.each(room_in);
+        if (a.mode != dep_mode::read) {
+          s.readers.each(room_in);
+          s.before.each(room_in);
+        }
         at = s.end;
-        ++it;
+        if (at < a.end) ++it;  // not past the last: a step costs a walk of the tree
       }
     }
   }
@@ -342,51 +448,63 @@ class dependence_tracker {
   }
 
   /// Phase two: no allocation (prepare() reserved it all).
-  void link(dep_node& n, const dep_range& a) noexcept {
-    for (auto it = map_.find(a.begin); it != map_.end() && it->first < a.end; ++it) {
+  void link(dep_node& n, dep_range& a) noexcept {
+    auto to_n = [&n](dep_node* p) { edge(*p, n); };
+    for (auto it = a.head;; ++it) {  // prepare() made segments from a.begin to a.end
       segment& s = it->second;
+      std::uint32_t slot = task_list::no_slot;
       switch (a.mode) {
         case dep_mode::read:
-          for (dep_node* w : s.writers) edge(*w, n);
-          s.readers.push_once(&n);
+          s.writers.each(to_n);
+          slot = s.readers.push_once(&n);
           break;
         case dep_mode::write:
-          for (dep_node* w : s.writers) edge(*w, n);
-          for (dep_node* r : s.readers) edge(*r, n);
+          s.writers.each(to_n);
+          s.readers.each(to_n);
           s.writers.clear();
           s.readers.clear();
           s.before.clear();
-          s.writers.push_back(&n);
+          slot = s.writers.push_back(&n);
           s.commutative_set = false;
           break;
         case dep_mode::commute:
           if (!(s.commutative_set && s.readers.empty())) {  // open a new set after what is there
             s.before.clear();
-            for (dep_node* w : s.writers) s.before.push_back(w);
-            for (dep_node* r : s.readers) s.before.push_back(r);
+            auto to_before = [&s](dep_node* p) { s.before.push_back(p); };
+            s.writers.each(to_before);
+            s.readers.each(to_before);
             s.writers.clear();
             s.readers.clear();
             s.commutative_set = true;
           }
-          for (dep_node* b : s.before) edge(*b, n);
-          s.writers.push_once(&n);
+          s.before.each(to_n);
+          slot = s.writers.push_once(&n);
           break;
       }
+      if (it == a.head) a.slot = slot;
+      if (s.end >= a.end) break;
     }
   }
 
+  /// n leaves the segments of `a`: a reader is in the readers, an updater in the writers, or
+  /// either in a later commutative set's `before`.
   void leave(dep_node& n, const dep_range& a) noexcept {
-    auto it = map_.upper_bound(a.begin);
-    if (it != map_.begin()) --it;
+    auto it = a.head;
+    std::uint32_t slot = a.slot;
+    if (n.self_overlap) {  // another of n's ranges may have erased the head: look it up
+      it = map_.upper_bound(a.begin);
+      if (it != map_.begin()) --it;
+      slot = task_list::no_slot;
+    }
     while (it != map_.end() && it->first < a.end) {
       segment& s = it->second;
       if (s.end <= a.begin) {
         ++it;
         continue;
       }
-      s.writers.remove(&n);
-      s.readers.remove(&n);
-      s.before.remove_all(&n);
+      (a.mode == dep_mode::read ? s.readers : s.writers).remove(&n, slot);
+      if (!s.before.empty()) s.before.remove_all(&n);
+      slot = task_list::no_slot;  // slots are of the head only
       it = s.empty() ? map_.erase(it) : std::next(it);
     }
   }

@@ -1,0 +1,161 @@
+// The dependence tracker alone, driven by hand: which task a registration waits for and which
+// a release frees, in release orders a pool only produces by chance (readers leaving from the
+// middle of their list, lists that grow and move while their tasks wait, a task naming
+// overlapping ranges, trackers made one after another on a thread).
+#include <numaaff/task_group.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <vector>
+
+namespace {
+
+using namespace numaaff::detail;
+
+// A task for the tracker: its ranges and its node.
+struct hand_task {
+  std::vector<dep_range> ranges;
+  dep_node node;
+  explicit hand_task(std::vector<dep_range> r) : ranges(std::move(r)) {
+    node.accesses = ranges.data();
+    node.count = ranges.size();
+  }
+};
+
+struct hand_tracker {
+  dependence_tracker tracker;
+  std::vector<std::unique_ptr<hand_task>> tasks;
+  std::vector<const dep_node*> ready;
+
+  hand_task& add(std::vector<dep_range> r, bool expect_ready) {
+    tasks.push_back(std::make_unique<hand_task>(std::move(r)));
+    hand_task& t = *tasks.back();
+    EXPECT_EQ(tracker.add(t.node), expect_ready) << "task " << tasks.size() - 1;
+    return t;
+  }
+  /// Releases t; returns the nodes it made ready.
+  std::vector<const dep_node*> release(hand_task& t) {
+    std::vector<const dep_node*> r;
+    tracker.release(t.node, false, [&](dep_node* n) { r.push_back(n); });
+    return r;
+  }
+};
+
+dep_range range(std::uintptr_t b, std::uintptr_t e, dep_mode m) { return dep_range{b, e, m}; }
+
+// Many readers of one tile, released in an order that takes them from the middle of their
+// list (the list grows and moves to larger arrays while they wait): the writer after them
+// becomes ready with the last, not before, and the tile's segment goes when the writer does.
+TEST(DependenceTracker, ReadersLeavingInAnyOrderFreeTheNextWriterOnlyAtTheLast) {
+  for (unsigned seed = 0; seed < 20; ++seed) {
+    hand_tracker h;
+    hand_task& w0 = h.add({range(4096, 4160, dep_mode::write)}, true);
+    std::vector<hand_task*> readers;
+    for (int i = 0; i < 37; ++i) readers.push_back(&h.add({range(4096, 4160, dep_mode::read)}, false));
+    hand_task& w1 = h.add({range(4096, 4160, dep_mode::write)}, false);
+    ASSERT_EQ(h.release(w0).size(), readers.size()) << "the writer frees every reader at once";
+    std::mt19937 rng(seed);
+    std::shuffle(readers.begin(), readers.end(), rng);
+    for (std::size_t i = 0; i < readers.size(); ++i) {
+      const auto freed = h.release(*readers[i]);
+      if (i + 1 < readers.size()) {
+        ASSERT_TRUE(freed.empty()) << "seed " << seed << ": the writer ran with " << readers.size() - i - 1
+                                   << " readers still running";
+      } else {
+        ASSERT_EQ(freed, std::vector<const dep_node*>{&w1.node}) << "seed " << seed;
+      }
+    }
+    EXPECT_EQ(h.tracker.segments(), 1u);
+    EXPECT_TRUE(h.release(w1).empty());
+    EXPECT_EQ(h.tracker.segments(), 0u) << "a finished tile stays in the tracker";
+  }
+}
+
+// Readers join while others leave from the middle, the list moving to its front between them
+// (its slots must stay each task's own): a writer registered at the end waits for exactly the
+// readers still running.
+TEST(DependenceTracker, ReadersJoiningAndLeavingKeepTheirPlaces) {
+  hand_tracker h;
+  std::vector<hand_task*> live;
+  std::mt19937 rng(7);
+  for (int round = 0; round < 200; ++round) {
+    live.push_back(&h.add({range(100, 200, dep_mode::read)}, true));
+    if (live.size() > 3 && rng() % 2 == 0) {
+      const std::size_t k = rng() % live.size();
+      ASSERT_TRUE(h.release(*live[k]).empty());
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  }
+  hand_task& w = h.add({range(150, 160, dep_mode::write)}, false);
+  while (!live.empty()) {
+    const std::size_t k = rng() % live.size();
+    const auto freed = h.release(*live[k]);
+    live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+    if (live.empty()) {
+      ASSERT_EQ(freed, std::vector<const dep_node*>{&w.node});
+    } else {
+      ASSERT_TRUE(freed.empty()) << live.size() << " readers of its bytes still ran";
+    }
+  }
+  h.release(w);
+  EXPECT_EQ(h.tracker.segments(), 0u);
+}
+
+// A task whose own ranges overlap (a read of [0, 100) and a write of [50, 150)): leaving one
+// range may erase a segment the other began in; the next reader of [60, 70) waits for it, and
+// the tracker is empty afterwards.
+TEST(DependenceTracker, ATaskWithOverlappingRangesOrdersAndLeavesCleanly) {
+  hand_tracker h;
+  hand_task& a = h.add({range(1000, 1100, dep_mode::read), range(1050, 1150, dep_mode::write)}, true);
+  hand_task& b = h.add({range(1060, 1070, dep_mode::read)}, false);
+  hand_task& c = h.add({range(1000, 1010, dep_mode::write)}, false);
+  auto freed = h.release(a);
+  std::sort(freed.begin(), freed.end());
+  std::vector<const dep_node*> want{&b.node, &c.node};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(freed, want);
+  h.release(b);
+  h.release(c);
+  EXPECT_EQ(h.tracker.segments(), 0u);
+}
+
+// A range that covers the ends of two tiles and the gap between them, and tiles cut by later
+// ranges: each later task waits for exactly the earlier tasks that share a byte with it.
+TEST(DependenceTracker, PartialOverlapsAcrossSegmentsWaitForTheRightTasks) {
+  hand_tracker h;
+  hand_task& t0 = h.add({range(0, 100, dep_mode::write)}, true);
+  hand_task& t1 = h.add({range(200, 300, dep_mode::write)}, true);
+  hand_task& big = h.add({range(50, 250, dep_mode::read)}, false);  // both tiles' ends and the gap
+  hand_task& mid = h.add({range(120, 180, dep_mode::write)}, false);  // only after `big`
+  hand_task& head = h.add({range(0, 10, dep_mode::read)}, false);     // only after t0
+  EXPECT_EQ(h.release(t1), std::vector<const dep_node*>{});
+  auto freed = h.release(t0);
+  std::sort(freed.begin(), freed.end());
+  std::vector<const dep_node*> want{&big.node, &head.node};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(freed, want);
+  EXPECT_EQ(h.release(big), std::vector<const dep_node*>{&mid.node});
+  h.release(head);
+  h.release(mid);
+  EXPECT_EQ(h.tracker.segments(), 0u);
+}
+
+// Trackers made and ended one after another on a thread (a group per phase) reuse the map's
+// nodes, and one ended with live segments' nodes given back leaves nothing behind (ASan).
+TEST(DependenceTracker, TrackersOneAfterAnotherStartFromTheLastOnesNodes) {
+  for (int round = 0; round < 50; ++round) {
+    hand_tracker h;
+    std::vector<hand_task*> ts;
+    for (std::uintptr_t i = 0; i < 64; ++i)
+      ts.push_back(&h.add({range(64 * i + 64, 64 * i + 128, dep_mode::write)}, true));
+    EXPECT_EQ(h.tracker.segments(), 64u);
+    for (hand_task* t : ts) h.release(*t);
+    EXPECT_EQ(h.tracker.segments(), 0u);
+  }
+}
+
+}  // namespace
