@@ -96,15 +96,19 @@ class completion {
 
   /**
    * Returns once `g` has nothing outstanding. Meanwhile, if `can_help`, calls
-   * `try_help(idle_since)` (true if it ran a task; idle_since is 0 right after one ran, else
-   * when this thread last found nothing), spins for `spin_ns`, then sleeps until a group
+   * `try_help(idle_since)` (true if it ran a task; idle_since is 0 until the idle clock has
+   * started, see below), spins for `spin_ns`, then sleeps until a group
    * completes. A helper sleeps at most 50 us, doubling to 1 ms: work it could help with does
    * not wake it (it is not one of its node's sleepers).
    */
   template <class TryHelp>
   void wait_for(const group_state& g, bool can_help, std::uint64_t spin_ns, TryHelp&& try_help) {
     if (outstanding(g) == 0) return;
-    std::uint64_t idle_since = monotonic_ns();
+    // The idle clock starts at the first look at the clock after a look for work failed, not
+    // at once: most waits end within a few looks (a recursive join helps with its own child),
+    // and a clock read costs more than a look where the clock is not the TSC (VMs). The steal
+    // delays it feeds are minimums: starting them a few looks late keeps them.
+    std::uint64_t idle_since = 0;
     std::uint64_t sleep_ns = first_sleep_ns;
     for (unsigned round = 0; outstanding(g) != 0; ++round) {
       if (can_help && try_help(idle_since)) {
@@ -112,12 +116,13 @@ class completion {
         sleep_ns = first_sleep_ns;
         continue;
       }
-      if (idle_since == 0) idle_since = monotonic_ns();
       if (round % spins_per_check != spins_per_check - 1) {
         cpu_relax();
         continue;
       }
-      if (monotonic_ns() - idle_since < spin_ns) {
+      const std::uint64_t now = monotonic_ns();
+      if (idle_since == 0) idle_since = now;
+      if (now - idle_since < spin_ns) {
         std::this_thread::yield();
         continue;
       }

@@ -648,9 +648,12 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
 }
 
 inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
-  // Nested runs (a waiting task helping) must leave the outer task's worker busy.
+  // Nested runs (a waiting task helping) must leave the outer task's worker busy. `busy` only
+  // steers thieves (has_idle_workers), it orders nothing: release stores, not the full fence
+  // a seq_cst store costs on every task. The clearing store is followed by the group's count
+  // (an atomic read-modify-write) and the next look at the queues, which publish it.
   const bool was_busy = self != nullptr && self->busy.load(std::memory_order_relaxed);
-  if (self != nullptr) self->busy.store(true, std::memory_order_seq_cst);
+  if (self != nullptr) self->busy.store(true, std::memory_order_release);
   const homenode_state saved = thread_home;
   thread_home = {t->home, config_.kernel_nodes};
   group_state* g = t->group;
@@ -671,7 +674,7 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
   delete t;
   if (self != nullptr) {
-    self->busy.store(was_busy, std::memory_order_seq_cst);
+    self->busy.store(was_busy, std::memory_order_release);
     self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
   done_.finish(g);
@@ -684,9 +687,10 @@ inline void scheduler::worker_main(pool_worker& w) {
   const auto spin_ns = static_cast<std::uint64_t>(saturated_ns(config_.spin));
   for (;;) {
     std::uint64_t deadline = UINT64_MAX;
-    // The idle clock starts when the first look finds nothing (0: not idle yet).
+    // The idle clock (0: not started) starts at the first look at the clock once looks for
+    // work fail, as in completion::wait_for: a worker between two bursts reads it rarely.
     pool_task* t = find_task(w, 0, deadline);
-    std::uint64_t idle_since = t == nullptr ? monotonic_ns() : 0;
+    std::uint64_t idle_since = 0;
     if (t == nullptr) {
       // Idle: spin (announced, so submitters skip the wake-up) unless enough others do, then
       // sleep. (Two that pass the check together both spin: harmless.)
@@ -696,13 +700,17 @@ inline void scheduler::worker_main(pool_worker& w) {
           deadline = UINT64_MAX;
           if ((t = find_task(w, idle_since, deadline)) != nullptr) break;
           if (round % completion::spins_per_check == 0) {
-            if (stop_.load(std::memory_order_acquire) || monotonic_ns() - idle_since >= spin_ns) break;
+            const std::uint64_t now = monotonic_ns();
+            if (idle_since == 0) idle_since = now;
+            if (stop_.load(std::memory_order_acquire) || now - idle_since >= spin_ns) break;
             std::this_thread::yield();
           }
           cpu_relax();
         }
         n.spinning.fetch_sub(1, std::memory_order_seq_cst);
       }
+      // A sleep must know when remote steals open (find_task's deadline): the clock runs.
+      if (t == nullptr && idle_since == 0) idle_since = monotonic_ns();
       while (t == nullptr) {
         const std::uint32_t key = n.sleep.prepare_wait();
         deadline = UINT64_MAX;
