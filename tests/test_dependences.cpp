@@ -158,4 +158,42 @@ TEST(DependenceTracker, TrackersOneAfterAnotherStartFromTheLastOnesNodes) {
   }
 }
 
+// One reader that lives long and a stream of short readers of the same bytes, two at a time,
+// the older leaving first: every removal leaves a hole behind the long reader. The list stays
+// within twice the tasks it holds, and each leaves exactly once.
+TEST(DependenceTracker, HolesBehindALongReaderDoNotGrowTheList) {
+  std::vector<dep_node> nodes(10002);
+  task_list list;
+  std::vector<std::uint32_t> slot(nodes.size());
+  list.make_room(1);
+  slot[0] = list.push_back(&nodes[0]);  // the long reader
+  std::size_t oldest = 1;
+  for (std::size_t i = 1; i < nodes.size(); ++i) {
+    list.make_room(1);
+    slot[i] = list.push_back(&nodes[i]);
+    if (i - oldest == 2) {  // three short readers in: the oldest leaves
+      list.remove(&nodes[oldest], slot[oldest]);
+      ++oldest;
+    }
+    ASSERT_LE(list.size(), 2 * (1 + i + 1 - oldest) + 2) << "after " << i << " readers";
+  }
+  std::size_t left = 0;
+  list.each([&](dep_node*) { ++left; });
+  EXPECT_EQ(left, 1 + nodes.size() - oldest);
+  for (std::size_t i = oldest; i < nodes.size(); ++i) list.remove(&nodes[i], slot[i]);
+  list.remove(&nodes[0], slot[0]);
+  EXPECT_TRUE(list.empty());
+}
+
+// A range with no bytes is no access (the public forms drop it; a hand-made task may not).
+TEST(DependenceTracker, ARangeWithoutBytesIsNoAccess) {
+  hand_tracker h;
+  hand_task& w = h.add({range(500, 600, dep_mode::write)}, true);
+  hand_task& e = h.add({range(550, 550, dep_mode::write)}, true);
+  EXPECT_EQ(h.tracker.segments(), 1u);
+  h.release(e);
+  h.release(w);
+  EXPECT_EQ(h.tracker.segments(), 0u);
+}
+
 }  // namespace

@@ -12,6 +12,12 @@
 // A finished task leaves every segment (empty segments are erased), so the tracker holds only
 // what live tasks touch: no per-task growth over a long run.
 //
+// What a task pays is what its own ranges touch, not the size of the map: each range keeps the
+// segment it begins in and its slot in that segment's list, so a release goes straight to it
+// and takes the task out in O(1) (a tile's many readers finish in any order); registration
+// walks the map once per range. Tiles that match earlier tiles exactly, the common case, cut
+// nothing.
+//
 // Registration first cuts segments and reserves every vector it will grow (this may throw
 // std::bad_alloc: cutting a segment in two does not change what it means), then links the task
 // without allocating, so a failed registration leaves the order of the other tasks intact.
@@ -66,6 +72,18 @@ class task_list {
   /// Room for `extra` more push_back() calls.
   void make_room(std::size_t extra) {
     if (capacity_ - end_ >= extra) return;
+    // Holes stay while an older entry lives (a long reader among many short ones): when they
+    // are at least half the entries, they go, so a list is never more than twice its tasks.
+    // The moved entries' slots no longer match (remove() then scans for them).
+    const std::size_t live = static_cast<std::size_t>(
+        std::count_if(begin(), end(), [](const dep_node* n) { return n != nullptr; }));
+    if (2 * live <= size()) {
+      std::copy_if(begin(), end(), data_, [](const dep_node* n) { return n != nullptr; });
+      base_ += end_;
+      end_ = live;
+      head_ = 0;
+      if (capacity_ - end_ >= extra) return;
+    }
     if (head_ != 0 && capacity_ - size() >= extra) {  // moving to the front is enough
       std::copy(begin(), end(), data_);
       base_ += head_;
@@ -186,13 +204,15 @@ struct dep_node {
 /// Map nodes recycled by one tracker, under its lock: a segment is made and erased for most
 /// tasks, and the allocator's own locks and bookkeeping cost more than the segment. A group
 /// makes and ends its tracker on its owner's thread, and programs run many groups one after
-/// another there: an ending tracker leaves its nodes (up to `kept_nodes`) to its thread, and
-/// the next tracker made on that thread starts with them.
+/// another there: an ending tracker leaves its nodes (up to `kept_nodes`, 1 MiB) to its thread
+/// until the thread ends, and the next tracker made on that thread starts with them.
 class node_pool {
  public:
   static constexpr std::size_t kept_nodes = 4096;
+  /// Every node has room for `node_bytes` (pool_allocator checks the map's node fits).
+  static constexpr std::size_t node_bytes = 256;
   node_pool() noexcept {
-    thread_spare& t = spare();
+    spare_list& t = spare();
     free_ = t.free;
     t.free = nullptr;
     t.count = 0;
@@ -200,10 +220,10 @@ class node_pool {
   node_pool(const node_pool&) = delete;
   node_pool& operator=(const node_pool&) = delete;
   ~node_pool() {
-    thread_spare& t = spare();
+    spare_list& t = spare();
     while (free_ != nullptr) {
       void* next = *static_cast<void**>(free_);
-      if (t.count < kept_nodes) {
+      if (!t.gone && t.count < kept_nodes) {
         *static_cast<void**>(free_) = t.free;
         t.free = free_;
         ++t.count;
@@ -213,8 +233,6 @@ class node_pool {
       free_ = next;
     }
   }
-  /// Every node has room for `node_bytes` (a map node of the tracker's fits: pool_allocator).
-  static constexpr std::size_t node_bytes = 256;
   void* take() {
     if (free_ == nullptr) return ::operator new(node_bytes);
     void* p = free_;
@@ -227,22 +245,39 @@ class node_pool {
   }
 
  private:
-  struct thread_spare {
-    void* free = nullptr;
-    std::size_t count = 0;
-    thread_spare() = default;
-    thread_spare(const thread_spare&) = delete;
-    thread_spare& operator=(const thread_spare&) = delete;
-    ~thread_spare() {
-      while (free != nullptr) {
-        void* next = *static_cast<void**>(free);
-        ::operator delete(free);
-        free = next;
+  // Trivially destructible, so still readable by a tracker that ends after the thread's
+  // thread_local destructors ran (a static pool's, at exit): `gone` then sends its nodes back
+  // to the allocator. The list is freed by `keeper`'s destructor.
+  struct spare_list {
+    void* free;
+    std::size_t count;
+    bool gone;
+  };
+  struct spare_keeper {
+    spare_keeper() noexcept = default;
+    spare_keeper(const spare_keeper&) = delete;
+    spare_keeper& operator=(const spare_keeper&) = delete;
+    ~spare_keeper() {
+      spare_list& t = list();
+      t.gone = true;
+      while (t.free != nullptr) {
+        void* next = *static_cast<void**>(t.free);
+        ::operator delete(t.free);
+        t.free = next;
       }
+      t.count = 0;
     }
   };
-  static thread_spare& spare() noexcept {
-    static thread_local thread_spare t;
+  static spare_list& list() noexcept {
+    static thread_local spare_list t{nullptr, 0, false};
+    return t;
+  }
+  static spare_list& spare() noexcept {
+    spare_list& t = list();
+    if (!t.gone) {
+      static thread_local spare_keeper keeper;  // registers the cleanup on first use
+      (void)keeper;
+    }
     return t;
   }
   void* free_ = nullptr;
@@ -256,14 +291,14 @@ struct pool_allocator {
   explicit pool_allocator(node_pool* p) noexcept : pool(p) {}
   template <class U>
   pool_allocator(const pool_allocator<U>& o) noexcept : pool(o.pool) {}
-  static constexpr bool pooled(std::size_t n) noexcept {
-    return n == 1 && sizeof(T) <= node_pool::node_bytes && alignof(T) <= alignof(std::max_align_t);
-  }
   T* allocate(std::size_t n) {
-    return pooled(n) ? static_cast<T*>(pool->take()) : static_cast<T*>(::operator new(n * sizeof(T)));
+    // Instantiated for the map's node type only (the one type it allocates).
+    static_assert(sizeof(T) <= node_pool::node_bytes && alignof(T) <= alignof(std::max_align_t),
+                  "a tracker's map node no longer fits node_pool::node_bytes");
+    return n == 1 ? static_cast<T*>(pool->take()) : static_cast<T*>(::operator new(n * sizeof(T)));
   }
   void deallocate(T* p, std::size_t n) noexcept {
-    if (pooled(n)) pool->give(p);
+    if (n == 1) pool->give(p);
     else ::operator delete(p);
   }
   template <class U>
@@ -405,6 +440,7 @@ class dependence_tracker {
     const std::size_t room = n.self_overlap ? n.count : 1;
     for (std::size_t i = 0; i < n.count; ++i) {
       dep_range& a = n.accesses[i];
+      if (a.begin >= a.end) continue;  // no bytes: no access (and no cut)
       auto it = segment_from(a.begin);
       std::uintptr_t at = a.begin;
       while (at < a.end) {
@@ -449,6 +485,7 @@ class dependence_tracker {
 
   /// Phase two: no allocation (prepare() reserved it all).
   void link(dep_node& n, dep_range& a) noexcept {
+    if (a.begin >= a.end) return;  // no bytes: no segment, no head (callers drop such ranges)
     auto to_n = [&n](dep_node* p) { edge(*p, n); };
     for (auto it = a.head;; ++it) {  // prepare() made segments from a.begin to a.end
       segment& s = it->second;
@@ -489,6 +526,7 @@ class dependence_tracker {
   /// n leaves the segments of `a`: a reader is in the readers, an updater in the writers, or
   /// either in a later commutative set's `before`.
   void leave(dep_node& n, const dep_range& a) noexcept {
+    if (a.begin >= a.end) return;
     auto it = a.head;
     std::uint32_t slot = a.slot;
     if (n.self_overlap) {  // another of n's ranges may have erased the head: look it up
