@@ -84,7 +84,7 @@ struct pool_worker {
   int cpu;  // -1: not bound
   work_deque<pool_task*> deque;
   std::thread thread;
-  std::atomic<bool> busy{false};  // running a task (the exec policy's load)
+  std::atomic<bool> busy{false};  // running a task: steers remote thieves (has_idle_workers)
   std::atomic<std::uint64_t> executed{0}, stolen_local{0}, stolen_remote{0}, sleeps{0};
 };
 
@@ -650,8 +650,8 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
 inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   // Nested runs (a waiting task helping) must leave the outer task's worker busy. `busy` only
   // steers thieves (has_idle_workers), it orders nothing: release stores, not the full fence
-  // a seq_cst store costs on every task. The clearing store is followed by the group's count
-  // (an atomic read-modify-write) and the next look at the queues, which publish it.
+  // a seq_cst store costs on every task. The clearing store is before the group's count
+  // (acq_rel), so a waiter that saw its group finish, and queues the next blocks, sees it too.
   const bool was_busy = self != nullptr && self->busy.load(std::memory_order_relaxed);
   if (self != nullptr) self->busy.store(true, std::memory_order_release);
   const homenode_state saved = thread_home;

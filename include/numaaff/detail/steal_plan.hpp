@@ -142,8 +142,9 @@ class steal_plan {
   }
 
   /**
-   * May a worker idle since `idle_since` (0: not idle yet, it just looked for the first time)
-   * take the stealable work of a remote node `r` at time `now`? `home_has_free_worker()` says
+   * May a worker idle since `idle_since` (0: its idle clock has not started; callers start it
+   * at their first periodic look at the clock after looks for work failed) take the stealable
+   * work of a remote node `r` at time `now`? `home_has_free_worker()` says
    * whether a worker of r's own node is free to take the work now; it is asked only once the
    * delay has passed. Pure: the same answer for the same inputs.
    */
