@@ -25,6 +25,8 @@ packages=(
     libmimalloc2.0 libjemalloc2 libtcmalloc-minimal4 libmemkind-dev
     # the plots of benchmarks/README.md (benchmarks/plot.sh)
     gnuplot-nox
+    # numaaff-top's test drives it in a terminal as a person would
+    tmux
 )
 
 missing=()

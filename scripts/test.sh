@@ -94,7 +94,7 @@ stage "fuzzing (clang libFuzzer with ASan and UBSan): the parsers and the C API,
 cmake -S "$root" -B "$b/fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_STANDARD=17 \
     -DCMAKE_CXX_EXTENSIONS=OFF -DNUMAAFF_FUZZ=ON -DNUMAAFF_BUILD_TESTS=OFF -DNUMAAFF_BUILD_EXAMPLES=OFF \
     -DNUMAAFF_BUILD_BENCHMARKS=OFF -DNUMAAFF_BUILD_C_API=OFF >/dev/null
-fuzzers=(fuzz_environment fuzz_topology fuzz_launcher_args fuzz_c_api)
+fuzzers=(fuzz_environment fuzz_topology fuzz_launcher_args fuzz_c_api fuzz_counters)
 cmake --build "$b/fuzz" -j "$jobs" --target "${fuzzers[@]}"
 fuzz_one() { # NAME: one fuzzer for its time, its log in $b/fuzz/NAME.log
     local f=$1 found

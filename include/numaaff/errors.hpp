@@ -36,6 +36,7 @@ enum class errc {
   used_after_fork = 9,      ///< a thread_pool made before fork() was used in the child
   unusable_binding = 10,    ///< the launcher's binding leaves this process no CPU or no memory node
   mpi_call_failed = 11,     ///< an MPI call of the MPI bridge returned an error (the message has MPI's text)
+  bad_counter_segment = 12, ///< a process's counter segment is corrupt, truncated or of another format version
 };
 
 namespace detail {
@@ -50,6 +51,8 @@ class numaaff_category final : public std::error_category {
         return "the thread pool was created before fork(): its workers exist only in the parent process";
       case errc::unusable_binding: return "the process's binding leaves it no usable CPU or memory node";
       case errc::mpi_call_failed: return "an MPI call failed";
+      case errc::bad_counter_segment:
+        return "the counter segment is not one this numaaff can read (corrupt, truncated or another format version)";
     }
     return "unknown numaaff error " + std::to_string(code);
   }
@@ -57,6 +60,7 @@ class numaaff_category final : public std::error_category {
     // Let users compare with the portable std::errc where one fits.
     switch (static_cast<errc>(code)) {
       case errc::feature_unavailable: return std::errc::function_not_supported;
+      case errc::bad_counter_segment: return std::errc::bad_message;
       default: return {code, *this};
     }
   }

@@ -21,6 +21,7 @@
  */
 #pragma once
 
+#include "detail/counter_segment.hpp"
 #include "detail/kernel_nodes.hpp"
 #include "detail/numa_calls.hpp"
 #include "detail/page_span.hpp"
@@ -158,6 +159,7 @@ inline bool move_batch(std::vector<void*>& pages, std::size_t n, const std::vect
       }
     } else if (!q && s != want[i] && s != -ENOENT) {
       count_failure(r, q.error);  // resident, elsewhere or unknown, and the kernel moves nothing
+      count_event(&node_event_counters::pages_not_moved, want[i], 1);
     } else if (s == want[i]) {
       ++r.already_there;
     } else if (s == -ENOENT || s == -EFAULT) {
@@ -172,7 +174,10 @@ inline bool move_batch(std::vector<void*>& pages, std::size_t n, const std::vect
     status.assign(todo.size(), 0);
     const auto m = sys_move_pages(todo.size(), todo.data(), dest.data(), status.data(), MPOL_MF_MOVE);
     if (!m && refused(m.error)) {  // queries allowed, moves not
-      for (std::size_t i = 0; i < todo.size(); ++i) count_failure(r, m.error);
+      for (std::size_t i = 0; i < todo.size(); ++i) {
+        count_failure(r, m.error);
+        count_event(&node_event_counters::pages_not_moved, dest[i], 1);
+      }
       refusals.pages.fetch_add(todo.size(), std::memory_order_relaxed);
       return true;
     }
@@ -186,6 +191,7 @@ inline bool move_batch(std::vector<void*>& pages, std::size_t n, const std::vect
     for (std::size_t i = 0; i < todo.size(); ++i) {
       if (status[i] == dest[i]) {
         ++r.moved;
+        count_event(&node_event_counters::pages_moved, dest[i], 1);
       } else if (status[i] == -ENOENT || status[i] == -EFAULT) {
         ++r.unpopulated;  // unmapped or discarded meanwhile
       } else if (attempt + 1 < attempts) {
@@ -193,6 +199,7 @@ inline bool move_batch(std::vector<void*>& pages, std::size_t n, const std::vect
         busy_dest.push_back(dest[i]);
       } else {
         count_failure(r, status[i] < 0 ? -status[i] : EBUSY);
+        count_event(&node_event_counters::pages_not_moved, dest[i], 1);
       }
     }
     todo.swap(busy);
@@ -229,6 +236,7 @@ inline std::vector<void*> edge_neighbours(const page_span& span) {
 template <class Cuts, class Targets>
 inline move_result move_span(const page_span& span, Cuts&& cuts, Targets&& targets, std::error_code& ec,
                              bool verify_all = false) {
+  publish_counters();
   move_result r;
   r.total = span.pages;
   std::vector<void*> pages;

@@ -27,8 +27,10 @@
 
 #include "armed_ranges.hpp"
 #include "cgroup_memory.hpp"
+#include "counters.hpp"
 #include "numa_calls.hpp"
 #include "page.hpp"
+#include "proc_files.hpp"
 #include "throw.hpp"
 
 #include <pthread.h>
@@ -276,16 +278,8 @@ inline void* map_aligned(std::size_t len, std::size_t align, std::error_code& ec
 
 /// MemFree of one node in bytes, from sysfs; 0 when unknown.
 inline std::size_t node_free_bytes(int node) {
-  std::ifstream in("/sys/devices/system/node/node" + std::to_string(node) + "/meminfo");
-  std::string word;
-  while (in >> word) {
-    if (word == "MemFree:") {
-      std::size_t kib = 0;
-      in >> kib;
-      return kib * 1024;
-    }
-  }
-  return 0;
+  const long long b = node_meminfo_bytes(node, "MemFree:");
+  return b > 0 ? static_cast<std::size_t>(b) : 0;
 }
 
 /**
@@ -715,6 +709,7 @@ inline slab_header* new_slab(node_arena& arena, int node, int f, int c, std::err
       sys_munmap(slab, slab_size);
       return nullptr;
     }
+    count_heap_bytes(node, f == 0, static_cast<std::int64_t>(slab_size));  // slabs stay mapped for the process
     h = static_cast<slab_header*>(slab);
     h->magic = slab_magic;
     h->node = node;
@@ -1086,6 +1081,7 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
     ec = std::make_error_code(std::errc::not_enough_memory);
     return nullptr;
   }
+  count_heap_bytes(node, o.strict, static_cast<std::int64_t>(len));
   ec.clear();
   return p;
 }
@@ -1104,6 +1100,7 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
     heap_misuse("free with a size that does not match the block's", p);
   const arena_table::large_block b = it->second;
   t.large.erase(it);
+  count_heap_bytes(b.placed.node, b.placed.strict, -static_cast<std::int64_t>(b.len));
   if (pages_reusable(b)) {
     t.spare.give(at, b.len, b.key, steady_now_ns());
     return;
@@ -1143,10 +1140,12 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
   if (pages_reusable(b) && len < reusable_bytes()) {
     if (len < b.len) {
       t.spare.give(at + len, b.len - len, b.key, steady_now_ns());
+      count_heap_bytes(b.placed.node, b.placed.strict, -static_cast<std::int64_t>(b.len - len));
       b.len = len;
       return p;
     }
     if (t.spare.take_at(at + b.len, len - b.len, b.key)) {
+      count_heap_bytes(b.placed.node, b.placed.strict, static_cast<std::int64_t>(len - b.len));
       b.len = len;
       return p;
     }
@@ -1155,6 +1154,7 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
   if (!r) return nullptr;
   // The entry is moved, not made: the table holds as many entries as before, so nothing
   // allocates or rehashes. A block grown past the size whose pages are kept is kept no more.
+  count_heap_bytes(b.placed.node, b.placed.strict, static_cast<std::int64_t>(len) - static_cast<std::int64_t>(b.len));
   auto entry = t.large.extract(it);
   entry.key() = reinterpret_cast<std::uintptr_t>(r.value);
   entry.mapped().len = len;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "../errors.hpp"
+#include "counter_segment.hpp"
 #include "fault_registry.hpp"
 #include "mappings.hpp"
 #include "numa_calls.hpp"
@@ -195,6 +196,7 @@ inline void disarm_range(std::uintptr_t begin, std::uintptr_t end) noexcept {
 /// per page of the range, copied), each opened page goes to its own node, whoever touches it.
 inline void arm_range(std::uintptr_t begin, std::uintptr_t end, std::size_t chunk, touch_target target, bool adaptive,
                       std::uint32_t max_run, const std::uint16_t* page_nodes, std::error_code& ec) noexcept {
+  publish_counters();  // before any fault can count
   try {
     std::lock_guard<std::mutex> guard(arm_lock());
     ec = install_segv_handler_locked();

@@ -15,6 +15,7 @@
 // with nothing of ours changed in between (see handle_fault).
 #pragma once
 
+#include "counters.hpp"
 #include "futex.hpp"
 #include "numa_calls.hpp"
 #include "page.hpp"
@@ -259,6 +260,7 @@ inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t l
       for (std::size_t i = 0; i < n; ++i) {
         if (b.status[i] == b.nodes[i]) {
           ++there;
+          count_event(&node_event_counters::nt_pages_already, b.nodes[i], 1);
         } else if (b.status[i] == -ENOENT || b.status[i] == -EFAULT) {
           ++unpopulated;
         } else {
@@ -283,6 +285,7 @@ inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t l
     if (requery) {
       if (!sys_move_pages(m, b.pages, nullptr, b.status, 0)) {
         nt_counters.pages_failed.fetch_add(m, std::memory_order_relaxed);  // where they are is unknown
+        for (std::size_t i = 0; i < m; ++i) count_event(&node_event_counters::nt_pages_failed, b.nodes[i], 1);
         nt_counters.pages_unpopulated.fetch_add(unpopulated, std::memory_order_relaxed);
         continue;
       }
@@ -292,10 +295,12 @@ inline void move_span_with(page_batch<N>& b, std::uintptr_t start, std::size_t l
     for (std::size_t i = 0; i < m; ++i) {
       if (b.status[i] == b.nodes[i]) {
         ++moved;
+        count_event(&node_event_counters::nt_pages_moved, b.nodes[i], 1);
       } else if (b.status[i] == -ENOENT || b.status[i] == -EFAULT) {
         ++unpopulated;
       } else {
         ++failed;
+        count_event(&node_event_counters::nt_pages_failed, b.nodes[i], 1);
       }
     }
     nt_counters.pages_moved.fetch_add(moved, std::memory_order_relaxed);
@@ -354,6 +359,7 @@ inline void move_opened(armed_range& r, std::size_t first, std::size_t last, int
   move_span(b, e - b, node, r.page_nodes ? r.page_nodes + (b - r.begin) / page_size() : nullptr);
   for (std::size_t k = first; k < last; ++k) publish(r.words[k], chunk_open, node_bits);
   nt_counters.chunks.fetch_add(last - first, std::memory_order_relaxed);
+  count_event(&node_event_counters::nt_chunks, node, last - first);
 }
 
 /// Opens claimed chunks [first, last) read-write. When mprotect runs out of mappings (ENOMEM:

@@ -20,6 +20,8 @@
 #include "../errors.hpp"
 #include "block_cache.hpp"
 #include "completion.hpp"
+#include "counter_segment.hpp"
+#include "counters.hpp"
 #include "futex.hpp"
 #include "homenode.hpp"
 #include "pinning.hpp"
@@ -86,6 +88,10 @@ struct pool_worker {
   std::thread thread;
   std::atomic<bool> busy{false};  // running a task: steers remote thieves (has_idle_workers)
   std::atomic<std::uint64_t> executed{0}, stolen_local{0}, stolen_remote{0}, sleeps{0};
+  // For the live counters (counters.hpp): idle time, added once per idle period (one clock
+  // read when work is found after the idle clock started), and the start of the current one.
+  std::atomic<std::uint64_t> idle_ns{0}, idle_from{0};
+  std::uint64_t started_ns = monotonic_ns();
 };
 
 struct pool_node {
@@ -99,6 +105,8 @@ struct pool_node {
   std::atomic<std::int64_t> in_queue{0};
   std::atomic<std::int64_t> in_bound_queue{0};
   std::atomic<int> spinning{0};  // workers searching before they sleep: no wake-up needed
+  // Tasks its workers took from each pool node (by index), for the live counters' matrix.
+  std::unique_ptr<std::atomic<std::uint64_t>[]> stolen_from;
   int max_spinners = 1;           // see max_spinners_of
   // Under node_policy::exec only: tasks homed here, queued or running, counted from before
   // they are queued until after they finish, so that exec never reads a task as gone while a
@@ -192,7 +200,7 @@ struct scheduler_config {
   const void* owner = nullptr;
 };
 
-class scheduler {
+class scheduler final : public counter_source {
  public:
   /// Starts the workers. @throws std::system_error if a thread cannot be created (the ones
   /// started are stopped and joined first).
@@ -295,6 +303,10 @@ class scheduler {
   pool_task* take_from_queues(pool_node& n, bool include_bound, pool_worker* into);
   void run_task(pool_task* t, pool_worker* self) noexcept;
   void worker_main(pool_worker& w);
+  void add_counters(std::uint64_t* rows, std::uint64_t* steals, std::size_t slots, const std::vector<int>& slot_of,
+                    std::uint64_t now) const noexcept override;
+  /// Adds the pool's totals to node_events when it ends (under the registry's lock).
+  void retire_counters() const noexcept;
 
   scheduler_config config_;
   std::vector<std::unique_ptr<pool_node>> nodes_;
@@ -357,6 +369,10 @@ inline scheduler::scheduler(scheduler_config config) : config_(std::move(config)
     }
     nodes_.push_back(std::move(n));
   }
+  for (auto& n : nodes_) {
+    n->stolen_from.reset(new std::atomic<std::uint64_t>[nodes_.size()]);
+    for (std::size_t k = 0; k < nodes_.size(); ++k) n->stolen_from[k].store(0, std::memory_order_relaxed);
+  }
   for (std::size_t k = 0; k < external_slots; ++k) slots_.push_back(std::make_shared<external_slot>());
 
   // Start the workers; each reports whether its binding took.
@@ -387,6 +403,10 @@ inline scheduler::scheduler(scheduler_config config) : config_(std::move(config)
   }
   while (started.load() < workers_.size()) std::this_thread::yield();
   bound_ = unbound.load() == 0;
+  if (config_.kernel_nodes) {  // a pool of logical nodes (a synthetic topology) counts for no node
+    register_counters(this);
+    publish_counters();
+  }
 }
 
 inline scheduler::~scheduler() {
@@ -409,6 +429,62 @@ inline scheduler::~scheduler() {
   for (auto& n : nodes_) n->sleep.notify_all();
   for (auto& w : workers_)
     if (w->thread.joinable()) w->thread.join();
+  if (config_.kernel_nodes) unregister_counters(this, [this] { retire_counters(); });
+}
+
+inline void scheduler::add_counters(std::uint64_t* rows, std::uint64_t* steals, std::size_t slots,
+                                    const std::vector<int>& slot_of, std::uint64_t now) const noexcept {
+  using namespace image;
+  auto slot = [&](int node) {
+    return node >= 0 && static_cast<std::size_t>(node) < slot_of.size() ? slot_of[static_cast<std::size_t>(node)] : -1;
+  };
+  for (const auto& w : workers_) {
+    const int s = slot(w->node);
+    if (s < 0) continue;
+    std::uint64_t* row = rows + static_cast<std::size_t>(s) * node_words;
+    row[n_workers] += 1;
+    row[n_tasks_run] += w->executed.load(std::memory_order_relaxed);
+    row[n_stolen_local] += w->stolen_local.load(std::memory_order_relaxed);
+    row[n_stolen_in] += w->stolen_remote.load(std::memory_order_relaxed);
+    row[n_sleeps] += w->sleeps.load(std::memory_order_relaxed);
+    row[n_worker_ns] += now > w->started_ns ? now - w->started_ns : 0;
+    const std::uint64_t from = w->idle_from.load(std::memory_order_relaxed);
+    row[n_idle_ns] += w->idle_ns.load(std::memory_order_relaxed) + (from != 0 && now > from ? now - from : 0);
+    row[n_queued] += static_cast<std::uint64_t>(w->deque.size_hint());
+  }
+  for (std::size_t a = 0; a < nodes_.size(); ++a) {
+    const pool_node& n = *nodes_[a];
+    const int sa = slot(n.node);
+    if (sa < 0) continue;
+    const std::int64_t q = n.in_queue.load(std::memory_order_relaxed) + n.in_bound_queue.load(std::memory_order_relaxed);
+    rows[static_cast<std::size_t>(sa) * node_words + n_queued] += q > 0 ? static_cast<std::uint64_t>(q) : 0;
+    for (std::size_t b = 0; b < nodes_.size(); ++b) {
+      const int sb = slot(nodes_[b]->node);
+      const std::uint64_t k = n.stolen_from[b].load(std::memory_order_relaxed);
+      if (sb < 0 || k == 0) continue;
+      rows[static_cast<std::size_t>(sb) * node_words + n_stolen_out] += k;
+      if (slots <= image::max_matrix_nodes) steals[static_cast<std::size_t>(sa) * slots + static_cast<std::size_t>(sb)] += k;
+    }
+  }
+}
+
+inline void scheduler::retire_counters() const noexcept {
+  const std::uint64_t now = monotonic_ns();
+  for (const auto& w : workers_) {
+    node_event_counters* e = events_of(w->node);
+    if (e == nullptr) continue;
+    e->tasks_run.fetch_add(w->executed.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    e->stolen_local.fetch_add(w->stolen_local.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    e->stolen_in.fetch_add(w->stolen_remote.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    e->sleeps.fetch_add(w->sleeps.load(std::memory_order_relaxed), std::memory_order_relaxed);
+    e->worker_ns.fetch_add(now > w->started_ns ? now - w->started_ns : 0, std::memory_order_relaxed);
+    const std::uint64_t from = w->idle_from.load(std::memory_order_relaxed);
+    e->idle_ns.fetch_add(w->idle_ns.load(std::memory_order_relaxed) + (from != 0 && now > from ? now - from : 0),
+                         std::memory_order_relaxed);
+  }
+  for (std::size_t a = 0; a < nodes_.size(); ++a)
+    for (std::size_t b = 0; b < nodes_.size(); ++b)
+      count_event(&node_event_counters::stolen_out, nodes_[b]->node, nodes_[a]->stolen_from[b].load(std::memory_order_relaxed));
 }
 
 inline std::size_t scheduler::policy_node() {
@@ -641,6 +717,7 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
     if (t == nullptr) t = steal_from(ri, &self);
     if (t != nullptr) {
       self.stolen_remote.store(self.stolen_remote.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+      n.stolen_from[ri].fetch_add(1, std::memory_order_relaxed);  // remote steals wait for delays: rare
       return t;
     }
   }
@@ -690,7 +767,7 @@ inline void scheduler::worker_main(pool_worker& w) {
     // The idle clock (0: not started) starts at the first look at the clock once looks for
     // work fail, as in completion::wait_for: a worker between two bursts reads it rarely.
     pool_task* t = find_task(w, 0, deadline);
-    std::uint64_t idle_since = 0;
+    std::uint64_t idle_since = 0, idle_start = 0;  // idle_start: for the idle time, never reset
     if (t == nullptr) {
       // Idle: spin (announced, so submitters skip the wake-up) unless enough others do, then
       // sleep. (Two that pass the check together both spin: harmless.)
@@ -701,7 +778,10 @@ inline void scheduler::worker_main(pool_worker& w) {
           if ((t = find_task(w, idle_since, deadline)) != nullptr) break;
           if (round % completion::spins_per_check == 0) {
             const std::uint64_t now = monotonic_ns();
-            if (idle_since == 0) idle_since = now;
+            if (idle_since == 0) {
+              idle_since = idle_start = now;
+              w.idle_from.store(now, std::memory_order_relaxed);
+            }
             if (stop_.load(std::memory_order_acquire) || now - idle_since >= spin_ns) break;
             std::this_thread::yield();
           }
@@ -710,7 +790,13 @@ inline void scheduler::worker_main(pool_worker& w) {
         n.spinning.fetch_sub(1, std::memory_order_seq_cst);
       }
       // A sleep must know when remote steals open (find_task's deadline): the clock runs.
-      if (t == nullptr && idle_since == 0) idle_since = monotonic_ns();
+      if (t == nullptr && idle_since == 0) {
+        idle_since = monotonic_ns();
+        if (idle_start == 0) {
+          idle_start = idle_since;
+          w.idle_from.store(idle_start, std::memory_order_relaxed);
+        }
+      }
       while (t == nullptr) {
         const std::uint32_t key = n.sleep.prepare_wait();
         deadline = UINT64_MAX;
@@ -735,6 +821,11 @@ inline void scheduler::worker_main(pool_worker& w) {
       // a burst needs: if this idle worker took a task and more is waiting, pass the wake-up
       // on (a chain reaches every sleeper the burst can use).
       if (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index)) n.sleep.notify_one();
+      if (idle_start != 0) {  // one clock read per idle period that lasted past the first look at the clock
+        const std::uint64_t end = monotonic_ns();
+        w.idle_ns.store(w.idle_ns.load(std::memory_order_relaxed) + (end > idle_start ? end - idle_start : 0), std::memory_order_relaxed);
+        w.idle_from.store(0, std::memory_order_relaxed);
+      }
     }
     run_task(t, &w);
   }

@@ -1,0 +1,410 @@
+// The live counters (counters.hpp): what a process counts per node, read in the process and
+// from another one through its segment; the segment's life (published, removed at exit, a dead
+// process's removed by the next reader, a forked child's own); and hostile segments, which a
+// reader must refuse without crashing or reporting figures that are not there.
+#include <numaaff/numaaff.hpp>
+
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const numaaff::node_counters& row_of(const numaaff::counter_snapshot& s, numaaff::node_id n) {
+  const numaaff::node_counters* r = s.node(n);
+  if (r == nullptr) throw std::runtime_error("no row for node " + std::to_string(n));
+  return *r;
+}
+
+/// A forked child that runs `body(to_parent)` and then waits for a byte from the parent before
+/// it leaves with exit(), or stays until killed.
+struct child_process {
+  pid_t pid = -1;
+  int from_child = -1, to_child = -1;
+
+  explicit child_process(const std::function<void()>& body) {
+    int up[2], down[2];
+    if (::pipe(up) != 0 || ::pipe(down) != 0) throw std::runtime_error("pipe");
+    std::fflush(nullptr);
+    pid = ::fork();
+    if (pid == 0) {
+      ::close(up[0]);
+      ::close(down[1]);
+      ::alarm(60);
+      int status = 0;
+      try {
+        body();
+      } catch (...) {
+        status = 3;
+      }
+      char c = 'r';
+      (void)!::write(up[1], &c, 1);
+      (void)!::read(down[0], &c, 1);
+      std::exit(status);  // exit(), not _exit(): the segment is removed by the atexit handler
+    }
+    ::close(up[1]);
+    ::close(down[0]);
+    from_child = up[0];
+    to_child = down[1];
+  }
+  /// Waits until the body has run.
+  void ready() const {
+    char c;
+    ASSERT_EQ(::read(from_child, &c, 1), 1) << "the child died before it was ready";
+  }
+  /// Lets it leave with exit(); returns its status.
+  int finish() {
+    char c = 'x';
+    (void)!::write(to_child, &c, 1);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+  void kill_hard() {
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+  }
+  ~child_process() {
+    if (pid > 0) kill_hard();
+    ::close(from_child);
+    ::close(to_child);
+  }
+};
+
+std::string segment_path(long pid) { return numaaff::detail::counter_file_of(numaaff::detail::counters_directory(), pid); }
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+/// Polls snapshot(pid) until `done` holds (the publisher copies every 100 ms), 10 s at most.
+numaaff::counter_snapshot wait_for(long pid, const std::function<bool(const numaaff::counter_snapshot&)>& done) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  numaaff::counter_snapshot s;
+  std::error_code ec;
+  while (std::chrono::steady_clock::now() < until) {
+    s = numaaff::snapshot(pid, ec);
+    if (!ec && done(s)) return s;
+    std::this_thread::sleep_for(20ms);
+  }
+  ADD_FAILURE() << "pid " << pid << ": the condition did not hold within 10 s (last error: " << ec.message() << ")";
+  return s;
+}
+
+TEST(Counters, TasksOfAPoolAreCountedOnTheirWorkersNodesAndStayAfterThePoolEnds) {
+  const numaaff::counter_snapshot before = numaaff::snapshot();
+  std::size_t workers = 0;
+  {
+    numaaff::thread_pool pool;
+    for (int i = 0; i < 1000; ++i) pool.submit([] {});
+    pool.wait();
+    const numaaff::counter_snapshot during = numaaff::snapshot();
+    std::uint64_t tasks = 0, live_workers = 0;
+    for (const auto& n : during.nodes) {
+      tasks += n.tasks_run - row_of(before, n.node).tasks_run;
+      live_workers += n.workers - row_of(before, n.node).workers;
+    }
+    EXPECT_EQ(tasks, 1000u);
+    workers = pool.worker_count();
+    EXPECT_EQ(live_workers, workers);
+    EXPECT_EQ(during.pools, before.pools + 1);
+  }
+  const numaaff::counter_snapshot after = numaaff::snapshot();
+  std::uint64_t tasks = 0;
+  for (const auto& n : after.nodes) {
+    tasks += n.tasks_run - row_of(before, n.node).tasks_run;
+    EXPECT_EQ(n.workers, row_of(before, n.node).workers) << "node " << n.node << ": the pool's workers are gone";
+  }
+  EXPECT_EQ(tasks, 1000u) << "an ended pool's tasks stay counted";
+  EXPECT_EQ(after.pools, before.pools);
+}
+
+TEST(Counters, IdleWorkersCountTheirIdleTime) {
+  numaaff::thread_pool pool;
+  pool.submit([] {}).get();
+  const numaaff::counter_snapshot a = numaaff::snapshot();
+  std::this_thread::sleep_for(300ms);  // nothing to run: every worker searches, then sleeps
+  const numaaff::counter_snapshot b = numaaff::snapshot();
+  std::chrono::nanoseconds idle{0}, life{0};
+  std::uint64_t workers = 0;
+  for (const auto& n : b.nodes) {
+    idle += n.idle_time - row_of(a, n.node).idle_time;
+    life += n.worker_time - row_of(a, n.node).worker_time;
+    workers += n.workers;
+  }
+  ASSERT_GT(workers, 0u);
+  // Each worker lived the whole 300 ms and was idle for all but its first microseconds.
+  EXPECT_GE(life, 300ms * static_cast<int>(workers));
+  EXPECT_GE(idle, 250ms * static_cast<int>(workers)) << "idle " << idle.count() << " ns of " << life.count();
+  EXPECT_LE(idle, life + 1ms);
+}
+
+TEST(Counters, NextTouchPagesAreCountedForTheirNode) {
+  const std::size_t ps = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)), pages = 64;
+  void* m = ::mmap(nullptr, pages * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  std::memset(m, 1, pages * ps);
+  const numaaff::node_id here = numaaff::current_node();
+  const numaaff::counter_snapshot a = numaaff::snapshot();
+  numaaff::next_touch_options o;
+  o.chunk_bytes = 16 * ps;
+  numaaff::affinity_on_next_touch(m, pages * ps, o);
+  numaaff::pin_this_thread(here);
+  for (std::size_t i = 0; i < pages; ++i) static_cast<volatile char*>(m)[i * ps] = 2;
+  const numaaff::counter_snapshot b = numaaff::snapshot();
+  const auto& ra = row_of(a, here);
+  const auto& rb = row_of(b, here);
+  EXPECT_EQ(rb.next_touch_chunks - ra.next_touch_chunks, pages / 16);
+  // On one node every page is already where it goes; on several, moved or already there.
+  EXPECT_EQ(rb.next_touch_pages_moved + rb.next_touch_pages_already_there + rb.next_touch_pages_failed -
+                ra.next_touch_pages_moved - ra.next_touch_pages_already_there - ra.next_touch_pages_failed,
+            numaaff::system_report().numa_calls_forbidden() ? rb.next_touch_pages_failed - ra.next_touch_pages_failed : pages);
+  ::munmap(m, pages * ps);
+}
+
+TEST(Counters, HeapBytesFollowLargeBlocksOfANode) {
+  const numaaff::node_id n = numaaff::topology::system().nodes().front();
+  const numaaff::counter_snapshot a = numaaff::snapshot();
+  constexpr std::size_t bytes = std::size_t{16} << 20;  // above the sizes whose pages are kept
+  void* p = numaaff::allocate(numaaff::kind::on_node(n), bytes);
+  const numaaff::counter_snapshot b = numaaff::snapshot();
+  EXPECT_EQ(row_of(b, n).heap_bound_bytes - row_of(a, n).heap_bound_bytes, bytes);
+  numaaff::deallocate(p);
+  const numaaff::counter_snapshot c = numaaff::snapshot();
+  EXPECT_EQ(row_of(c, n).heap_bound_bytes, row_of(a, n).heap_bound_bytes);
+}
+
+TEST(Counters, AnotherProcessReadsThemLiveAndTheSegmentGoesAtExit) {
+  const numaaff::counter_snapshot mine = numaaff::snapshot();
+  child_process c([] {
+    numaaff::thread_pool pool;
+    for (int i = 0; i < 500; ++i) pool.submit([] {});
+    pool.wait();
+    static numaaff::thread_pool* keep = new numaaff::thread_pool(numaaff::thread_pool_options{});
+    (void)keep;  // a live pool while the parent reads
+  });
+  c.ready();
+  const numaaff::counter_snapshot s = wait_for(c.pid, [](const numaaff::counter_snapshot& x) {
+    std::uint64_t t = 0;
+    for (const auto& n : x.nodes) t += n.tasks_run;
+    return t >= 500;
+  });
+  std::uint64_t tasks = 0;
+  for (const auto& n : s.nodes) tasks += n.tasks_run;
+  EXPECT_EQ(tasks, 500u) << "the child counts its own tasks only, from zero";
+  EXPECT_EQ(s.pid, c.pid);
+  EXPECT_EQ(s.pools, 1u);
+  EXPECT_FALSE(s.command.empty());
+  EXPECT_EQ(s.nodes.size(), mine.nodes.size());
+  EXPECT_TRUE(exists(segment_path(c.pid)));
+  const long pid = c.pid;
+  EXPECT_EQ(c.finish(), 0);
+  EXPECT_FALSE(exists(segment_path(pid))) << "exit() leaves the segment behind";
+  std::error_code ec;
+  (void)numaaff::snapshot(pid, ec);
+  EXPECT_EQ(ec, std::errc::no_such_file_or_directory);
+  // The parent's own counters are its own: nothing of the child's.
+  const numaaff::counter_snapshot again = numaaff::snapshot();
+  std::uint64_t added = 0;
+  for (const auto& n : again.nodes) added += n.tasks_run - row_of(mine, n.node).tasks_run;
+  EXPECT_EQ(added, 0u);
+}
+
+TEST(Counters, AKilledProcessesSegmentIsRemovedByTheNextReader) {
+  (void)numaaff::snapshot();  // this process publishes too: counter_processes() lists it
+  child_process c([] { numaaff::thread_pool pool; });
+  c.ready();
+  const long pid = c.pid;
+  (void)wait_for(pid, [](const numaaff::counter_snapshot&) { return true; });
+  c.kill_hard();
+  ASSERT_TRUE(exists(segment_path(pid))) << "SIGKILL ran the atexit handler?";
+  std::error_code ec;
+  (void)numaaff::snapshot(pid, ec);
+  EXPECT_EQ(ec, std::errc::no_such_process);
+  EXPECT_FALSE(exists(segment_path(pid)));
+  // counter_processes() cleans them too, and lists this process.
+  child_process d([] { numaaff::thread_pool pool; });
+  d.ready();
+  const long pid2 = d.pid;
+  (void)wait_for(pid2, [](const numaaff::counter_snapshot&) { return true; });
+  d.kill_hard();
+  const std::vector<long> live = numaaff::counter_processes();
+  EXPECT_FALSE(exists(segment_path(pid2)));
+  EXPECT_EQ(std::count(live.begin(), live.end(), pid2), 0);
+  EXPECT_EQ(std::count(live.begin(), live.end(), static_cast<long>(::getpid())), 1);
+}
+
+TEST(Counters, OffByEnvironmentPublishesNothingAndABadValueIsNamed) {
+  child_process off([] {
+    ::setenv("NUMAAFF_COUNTERS", "off", 1);
+    numaaff::thread_pool pool;
+    pool.submit([] {}).get();
+    const numaaff::counters_publication p = numaaff::counters_status();
+    if (p.published || p.why_not.find("NUMAAFF_COUNTERS=off") == std::string::npos) std::exit(4);
+    if (numaaff::snapshot().nodes.empty()) std::exit(5);  // still counted in the process
+  });
+  off.ready();
+  EXPECT_FALSE(exists(segment_path(off.pid)));
+  EXPECT_EQ(off.finish(), 0);
+  child_process bad([] {
+    ::setenv("NUMAAFF_COUNTERS", "maybe", 1);
+    numaaff::thread_pool pool;
+    const numaaff::counters_publication p = numaaff::counters_status();
+    if (p.published || p.why_not.find("NUMAAFF_COUNTERS") == std::string::npos) std::exit(4);
+  });
+  bad.ready();
+  EXPECT_FALSE(exists(segment_path(bad.pid)));
+  EXPECT_EQ(bad.finish(), 0);
+}
+
+// ---- hostile segments ----------------------------------------------------------------------
+
+class HostileSegment : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // A live process that publishes nothing of its own: the file under its name is ours to forge.
+    victim_ = std::make_unique<child_process>([] { ::setenv("NUMAAFF_COUNTERS", "off", 1); });
+    victim_->ready();
+    path_ = segment_path(victim_->pid);
+    numaaff::detail::collect_image(image_, victim_->pid, numaaff::detail::process_start_time(victim_->pid), 1, "forged");
+  }
+  void TearDown() override {
+    ::unlink(path_.c_str());
+    victim_.reset();
+  }
+  void write_bytes(const void* data, std::size_t n) {
+    ::unlink(path_.c_str());
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, data, n), static_cast<ssize_t>(n));
+    ::close(fd);
+  }
+  void write_image() { write_bytes(image_.data(), image_.size() * 8); }
+  /// The reader's verdict on the file: the error, and no figures.
+  std::error_code read() {
+    std::error_code ec;
+    const numaaff::counter_snapshot s = numaaff::snapshot(victim_->pid, ec);
+    if (ec) {
+      EXPECT_TRUE(s.nodes.empty());
+    }
+    return ec;
+  }
+  std::unique_ptr<child_process> victim_;
+  std::string path_;
+  std::vector<std::uint64_t> image_;
+};
+
+TEST_F(HostileSegment, TheForgedImageIsReadWhenItIsWellFormed) {
+  write_image();  // the baseline: every case below changes one thing of this
+  EXPECT_FALSE(read());
+}
+
+TEST_F(HostileSegment, TruncatedOrEmpty) {
+  for (std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{64}, image_.size() * 8 - 8}) {
+    write_bytes(image_.data(), n);
+    EXPECT_EQ(read(), numaaff::errc::bad_counter_segment) << n << " bytes";
+  }
+}
+
+TEST_F(HostileSegment, WrongMagicOrVersion) {
+  using namespace numaaff::detail::image;
+  image_[h_magic] ^= 1;
+  write_image();
+  EXPECT_EQ(read(), numaaff::errc::bad_counter_segment);
+  image_[h_magic] ^= 1;
+  for (std::uint64_t v : {std::uint64_t{0}, std::uint64_t{2}, ~std::uint64_t{0}}) {
+    image_[h_version] = v;
+    write_image();
+    std::error_code ec;
+    (void)numaaff::snapshot(victim_->pid, ec);
+    EXPECT_EQ(ec, numaaff::errc::bad_counter_segment) << "version " << v;
+    try {
+      (void)numaaff::snapshot(victim_->pid);
+      ADD_FAILURE() << "no exception for version " << v;
+    } catch (const std::system_error& e) {
+      EXPECT_NE(std::string(e.what()).find(v > version ? "newer" : "older"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST_F(HostileSegment, SizesAndOffsetsThatPointOutside) {
+  using namespace numaaff::detail::image;
+  const std::vector<std::uint64_t> good = image_;
+  struct edit {
+    const char* what;
+    std::size_t word;
+    std::uint64_t value;
+  };
+  const std::uint64_t total = good[h_total_words];
+  const edit edits[] = {
+      {"total words", h_total_words, total + 1},
+      {"total words", h_total_words, ~std::uint64_t{0}},
+      {"header words", h_header_words, 3},
+      {"header words", h_header_words, total + 1},
+      {"node count", h_node_count, 1u << 30},
+      {"node count", h_node_count, good[h_node_count] + 1},
+      {"node words", h_node_words, 1},
+      {"node words", h_node_words, ~std::uint64_t{0} / 2},
+      {"process words", h_process_words, ~std::uint64_t{0}},
+      {"process offset", h_process_offset, total},
+      {"process offset", h_process_offset, ~std::uint64_t{0} - 2},
+      {"node offset", h_nodes_offset, 0},
+      {"node offset", h_nodes_offset, good[h_process_offset]},  // overlaps the process section
+      {"steals offset", h_steals_offset, total},
+      {"steals offset", h_steals_offset, good[h_nodes_offset]},  // overlaps the node rows
+      {"pid", h_pid, good[h_pid] + 1},
+      {"sequence", h_sequence, 1},  // odd forever: a writer that never finishes
+  };
+  for (const edit& e : edits) {
+    image_ = good;
+    image_[e.word] = e.value;
+    write_image();
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::error_code ec = read();
+    EXPECT_EQ(ec, numaaff::errc::bad_counter_segment) << e.what << " = " << e.value;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << e.what;
+  }
+  image_ = good;
+  image_[good[h_nodes_offset] + n_node] = 5000;  // a node number no kernel has
+  write_image();
+  EXPECT_EQ(read(), numaaff::errc::bad_counter_segment);
+}
+
+TEST_F(HostileSegment, AStaleStartTimeIsAnotherProcessAndNotAFile) {
+  using namespace numaaff::detail::image;
+  image_[h_start_time] += 1;  // the pid's earlier owner
+  write_image();
+  EXPECT_EQ(read(), std::errc::no_such_process);
+  EXPECT_FALSE(exists(path_)) << "the stale segment was not removed";
+  // A link, a FIFO and a huge sparse file are refused without being followed, read or mapped.
+  ASSERT_EQ(::symlink("/proc/self/mem", path_.c_str()), 0);
+  EXPECT_TRUE(read());
+  ::unlink(path_.c_str());
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+  EXPECT_EQ(read(), numaaff::errc::bad_counter_segment);
+  ::unlink(path_.c_str());
+  const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, off_t{1} << 40), 0);
+  ::close(fd);
+  EXPECT_EQ(read(), numaaff::errc::bad_counter_segment);
+}
+
+}  // namespace
