@@ -25,7 +25,7 @@ module numaaff
   use, intrinsic :: iso_c_binding
   implicit none
   private
-  public :: numaaff_move_result, numaaff_next_touch_stats, numaaff_keep
+  public :: numaaff_move_result, numaaff_next_touch_stats, numaaff_keep, numaaff_node_counters, numaaff_snapshot
   public :: numaaff_node_count, numaaff_nodes, numaaff_cpu_nodes, numaaff_current_node, numaaff_distance
   public :: numaaff_cpus_of
   public :: numaaff_pin_thread, numaaff_set_homenode, numaaff_homenode, numaaff_team_node
@@ -62,6 +62,15 @@ module numaaff
     integer(c_long_long) :: faults, chunks_migrated, pages_moved, pages_failed, pages_unpopulated
     integer(c_long_long) :: chunks_released, handler_ns, pages_already_there
   end type numaaff_next_touch_stats
+
+  ! One node's live counters (numaaff_snapshot); the unsigned members are c_long_long here.
+  type, bind(C) :: numaaff_node_counters
+    integer(c_long_long) :: node
+    integer(c_long_long) :: workers, tasks_run, stolen_local, stolen_in, stolen_out, sleeps
+    integer(c_long_long) :: worker_ns, idle_ns, queued
+    integer(c_long_long) :: next_touch_chunks, next_touch_pages_moved, next_touch_pages_already_there, next_touch_pages_failed
+    integer(c_long_long) :: pages_moved, pages_not_moved, heap_bound_bytes, heap_preferred_bytes
+  end type numaaff_node_counters
 
   ! The owner that leaves a block where it is (NUMAAFF_KEEP), for numaaff_place_blocks and
   ! numaaff_place_blocks_on_next_touch.
@@ -301,6 +310,13 @@ module numaaff
     integer(c_int) function numaaff_get_next_touch_stats(stats) bind(C, name="numaaff_get_next_touch_stats")
       import :: c_int, numaaff_next_touch_stats
       type(numaaff_next_touch_stats), intent(out) :: stats
+    end function
+    integer(c_int) function numaaff_snapshot(pid, nodes, max_nodes, node_count) bind(C, name="numaaff_snapshot")
+      import :: c_int, c_long_long, c_size_t, numaaff_node_counters
+      integer(c_long_long), value :: pid
+      type(numaaff_node_counters), intent(out) :: nodes(*)
+      integer(c_size_t), value :: max_nodes
+      integer(c_size_t), intent(out) :: node_count
     end function
     integer(c_int) function numaaff_reset_next_touch_stats() bind(C, name="numaaff_reset_next_touch_stats")
       import :: c_int

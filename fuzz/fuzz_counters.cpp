@@ -20,16 +20,24 @@
 
 namespace {
 
-const std::string& private_directory() {
-  static const std::string dir = [] {
-    char templ[] = "/tmp/numaaff-fuzz-counters-XXXXXX";
-    const char* d = ::mkdtemp(templ);
-    if (d == nullptr) std::abort();
-    ::setenv("NUMAAFF_COUNTERS_DIR", d, 1);  // the reader's directory; nothing publishes here
+// The directory's name is plain static storage: the exit handler that empties it runs after
+// the destructors of statics made after its registration.
+char directory[64] = "/tmp/numaaff-fuzz-counters-XXXXXX";
+
+const char* private_directory() {
+  static const bool made = [] {
+    if (::mkdtemp(directory) == nullptr) std::abort();
+    ::setenv("NUMAAFF_COUNTERS_DIR", directory, 1);  // the reader's directory; nothing publishes here
     ::setenv("NUMAAFF_COUNTERS", "off", 1);
-    return std::string(d);
+    std::atexit([] {  // nothing left in /tmp
+      const std::string file = std::string(directory) + "/numaaff-" + std::to_string(::getpid());
+      ::unlink(file.c_str());
+      ::rmdir(directory);
+    });
+    return true;
   }();
-  return dir;
+  (void)made;
+  return directory;
 }
 
 void within(const numaaff::detail::parsed_image& m, const std::uint64_t* words, std::size_t n) {
@@ -45,7 +53,7 @@ void within(const numaaff::detail::parsed_image& m, const std::uint64_t* words, 
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace numaaff::detail;
-  const std::string& dir = private_directory();
+  const std::string dir = private_directory();
   if (size > (std::size_t{1} << 20)) return 0;
   std::vector<std::uint64_t> words((size + 7) / 8, 0);
   if (size != 0) std::memcpy(words.data(), data, size);

@@ -74,12 +74,12 @@ build_config "$b/asan" clang++ 17 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O0 -gline-t
     -DCMAKE_SHARED_LINKER_FLAGS="$sanitize" -DNUMAAFF_BUILD_BENCHMARKS=OFF -DCMAKE_DISABLE_FIND_PACKAGE_TBB=ON -DNUMAAFF_FORTRAN=OFF
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_host_layer "$b/asan"
 
-stage "ThreadSanitizer (clang++, C++17): next-touch, the allocators and the heap by kind, the thread pool, dataflow"
+stage "ThreadSanitizer (clang++, C++17): next-touch, the allocators and the heap by kind, the thread pool, dataflow, the live counters"
 tsan="-fsanitize=thread -fno-omit-frame-pointer"
 cmake -S "$root" -B "$b/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_STANDARD=17 \
     -DCMAKE_CXX_EXTENSIONS=OFF -DCMAKE_CXX_FLAGS="$tsan" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
     -DCMAKE_EXE_LINKER_FLAGS="$tsan" -DNUMAAFF_BUILD_EXAMPLES=OFF -DNUMAAFF_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build "$b/tsan" -j "$jobs" --target test_next_touch test_next_touch_random test_allocator test_thread_pool test_dataflow test_kind
+cmake --build "$b/tsan" -j "$jobs" --target test_next_touch test_next_touch_random test_allocator test_thread_pool test_dataflow test_kind test_counters
 # The two tests that arm gigabytes of address space are left out: TSan's shadow of them makes
 # each of their 100,000+ faults slow enough to take many minutes.
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch" --gtest_brief=1 \
@@ -89,6 +89,7 @@ TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests/test_thread_pool" --gtest_brief=1
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests/test_dataflow" --gtest_brief=1
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_kind" --gtest_brief=1
+TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_counters" --gtest_brief=1
 
 stage "fuzzing (clang libFuzzer with ASan and UBSan): the parsers and the C API, ${NUMAAFF_FUZZ_SECONDS:-40} s each"
 cmake -S "$root" -B "$b/fuzz" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_STANDARD=17 \

@@ -4,6 +4,7 @@
 #include <numaaff/numaaff.h>
 
 #include <numaaff/allocator.hpp>
+#include <numaaff/counters.hpp>
 #include <numaaff/homenode.hpp>
 #include <numaaff/kind.hpp>
 #include <numaaff/memory.hpp>
@@ -413,6 +414,39 @@ int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats) noexcept {
 int numaaff_reset_next_touch_stats(void) noexcept {
   numaaff::reset_next_touch_stats();
   return 0;
+}
+
+int numaaff_snapshot(long long pid, numaaff_node_counters* nodes, size_t max_nodes, size_t* node_count) noexcept {
+  if (node_count == nullptr || (nodes == nullptr && max_nodes != 0) || pid < 0) return EINVAL;
+  int error = 0;  // of reading another process's segment (EBADMSG for an unreadable one)
+  const int thrown = guarded([&] {
+    std::error_code ec;
+    const numaaff::counter_snapshot s = pid == 0 ? numaaff::snapshot() : numaaff::snapshot(static_cast<long>(pid), ec);
+    if ((error = from_code(ec)) != 0) return;
+    *node_count = s.nodes.size();
+    for (std::size_t i = 0; i < s.nodes.size() && i < max_nodes; ++i) {
+      const numaaff::node_counters& n = s.nodes[i];
+      nodes[i] = numaaff_node_counters{n.node,
+                                       n.workers,
+                                       n.tasks_run,
+                                       n.stolen_local,
+                                       n.stolen_in,
+                                       n.stolen_out,
+                                       n.sleeps,
+                                       static_cast<unsigned long long>(n.worker_time.count()),
+                                       static_cast<unsigned long long>(n.idle_time.count()),
+                                       n.queued,
+                                       n.next_touch_chunks,
+                                       n.next_touch_pages_moved,
+                                       n.next_touch_pages_already_there,
+                                       n.next_touch_pages_failed,
+                                       n.pages_moved,
+                                       n.pages_not_moved,
+                                       n.heap_bound_bytes,
+                                       n.heap_preferred_bytes};
+    }
+  });
+  return thrown != 0 ? thrown : error;
 }
 
 int numaaff_system_report(char* text, size_t capacity, size_t* length) noexcept {

@@ -290,6 +290,24 @@ typedef struct numaaff_next_touch_stats {
 NUMAAFF_C_API int numaaff_get_next_touch_stats(numaaff_next_touch_stats* stats) NUMAAFF_C_NOEXCEPT;
 NUMAAFF_C_API int numaaff_reset_next_touch_stats(void) NUMAAFF_C_NOEXCEPT;
 
+/* ---- live counters (numaaff/counters.hpp) ------------------------------------------------- */
+
+/** One node's live counters (see numaaff::node_counters for what each counts). */
+typedef struct numaaff_node_counters {
+  long long node;
+  unsigned long long workers, tasks_run, stolen_local, stolen_in, stolen_out, sleeps;
+  unsigned long long worker_ns, idle_ns, queued;
+  unsigned long long next_touch_chunks, next_touch_pages_moved, next_touch_pages_already_there, next_touch_pages_failed;
+  unsigned long long pages_moved, pages_not_moved, heap_bound_bytes, heap_preferred_bytes;
+} numaaff_node_counters;
+/** The per-node counters of process `pid` (0: this process, now; another: what it published,
+ *  validated), one row per node, ascending: fills min(max_nodes, count) rows of `nodes` (NULL
+ *  when max_nodes is 0) and sets `*node_count` to the count. 0, or EINVAL (node_count NULL,
+ *  nodes NULL with max_nodes > 0), ENOENT (the process publishes no counters), ESRCH (it is
+ *  gone), EBADMSG (its segment is unreadable: corrupt, truncated, another format), ENOMEM. */
+NUMAAFF_C_API int numaaff_snapshot(long long pid, numaaff_node_counters* nodes, size_t max_nodes,
+                                   size_t* node_count) NUMAAFF_C_NOEXCEPT;
+
 /* ---- report ------------------------------------------------------------------------------ */
 
 /** Writes numaaff's capability report (nodes, whether placement is effective here, THP,

@@ -206,6 +206,26 @@ int main(void) {
   CHECK(numaaff_static_thread(1, 2, 4) == 1); /* fewer iterations than threads */
   CHECK(numaaff_static_node(9, 10, 3) == numaaff_team_node(2, 3) && numaaff_static_node(10, 10, 3) == -1);
 
+  /* the live counters: this process's (the next-touch chunks above are counted on their
+     node), and the errors */
+  {
+    numaaff_node_counters rows[1024];
+    size_t n = 0;
+    CHECK(numaaff_snapshot(0, rows, 1024, &n) == 0 && n >= (size_t)numaaff_node_count());
+    unsigned long long chunks = 0;
+    int has_first = 0;
+    for (size_t i = 0; i < n && i < 1024; ++i) {
+      chunks += rows[i].next_touch_chunks;
+      has_first |= rows[i].node == first;
+    }
+    CHECK(has_first && chunks >= 1);
+    size_t again = 0;
+    CHECK(numaaff_snapshot(0, NULL, 0, &again) == 0 && again == n); /* count only */
+    CHECK(numaaff_snapshot(0, rows, 1, NULL) == EINVAL && numaaff_snapshot(0, NULL, 1, &again) == EINVAL);
+    CHECK(numaaff_snapshot(-1, rows, 1, &again) == EINVAL);
+    CHECK(numaaff_snapshot(0x3ffffffe, rows, 1, &again) == ENOENT); /* no such process publishes */
+  }
+
   /* the report */
   char text[64];
   size_t length = 0;

@@ -11,6 +11,7 @@ program test_fortran_api
   type(c_ptr) :: p
   type(numaaff_move_result) :: r
   type(numaaff_next_touch_stats) :: st
+  type(numaaff_node_counters) :: rows(1024)
   character(len=:), allocatable :: text
   integer(c_signed_char), pointer :: b(:)
   type(numaaff_kind) :: k
@@ -98,6 +99,9 @@ program test_fortran_api
              st%chunks_released == 0 .and. &
              st%handler_ns > 0, 'get_next_touch_stats')
   call check(numaaff_place_blocks_on_next_touch(p, bytes, 3 * page, owners, 2_c_size_t) == 22, 'too few owners')
+  ierr = numaaff_snapshot(0_c_long_long, rows, 1024_c_size_t, on)
+  call check(ierr == 0 .and. on >= count .and. any(rows(1:on)%node == first) .and. &
+             sum(rows(1:on)%next_touch_chunks) >= 1, 'snapshot')
   call numaaff_free(p, bytes)
 
   ! The heap by kind: constant kinds, a kind with options, size-less free, realloc.
