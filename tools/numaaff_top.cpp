@@ -244,21 +244,20 @@ frame make_frame(const sample* before, const sample& now, const options& o) {
   for (const auto& [n, mem] : now.memory) {
     node_row r;
     r.node = n;
-    if (topo.has_node(n)) {
-      r.cpus = topo.cpus_of(n).size();
-      r.memory_only = !topo.has_cpus(n);
-      r.kind = topo.kind_of(n);
-    } else {
-      r.memory_only = true;  // outside this process's cpuset: its CPUs are not ours to count
-    }
+    // The machine's CPUs of the node, not those this process may use (a top started from a
+    // pinned shell still shows every node).
+    const std::vector<int> cpus = numaaff::node_cpus(n);
+    r.cpus = cpus.size();
+    r.memory_only = cpus.empty();
+    if (topo.has_node(n)) r.kind = topo.kind_of(n);
     r.tier = mem.tier;
     if (mem.free_bytes >= 0) r.free_bytes = static_cast<double>(mem.free_bytes);
     if (mem.total_bytes >= 0) r.total_bytes = static_cast<double>(mem.total_bytes);
     if (mem.huge_2mib_reserved >= 0) r.huge_reserved = static_cast<double>(mem.huge_2mib_reserved);
     if (mem.huge_2mib_free >= 0) r.huge_free = static_cast<double>(mem.huge_2mib_free);
-    if (before != nullptr && topo.has_node(n) && r.cpus > 0) {
+    if (before != nullptr && r.cpus > 0) {
       std::uint64_t busy = 0, total = 0;
-      for (int cpu : topo.cpus_of(n)) {
+      for (int cpu : cpus) {
         const auto c = static_cast<std::size_t>(cpu);
         if (c >= now.cpus.size() || c >= before->cpus.size()) continue;
         busy += now.cpus[c].busy - std::min(now.cpus[c].busy, before->cpus[c].busy);

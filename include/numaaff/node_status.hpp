@@ -36,6 +36,14 @@ namespace numaaff {
 /// topology::system() follows). Read once. Thread-safe. One node: {0}.
 inline const std::vector<node_id>& online_nodes() { return detail::kernel_nodes(); }
 
+/// Every CPU of kernel node `n` (sysfs cpulist), whatever the process's cpuset and affinity
+/// allow (which topology::system() follows); empty for a memory-only node. Thread-safe;
+/// allocates. @throws std::invalid_argument if the kernel has no node `n`.
+inline std::vector<int> node_cpus(node_id n) {
+  detail::require_node("numaaff::node_cpus", n);
+  return detail::sysfs_node_list(("/sys/devices/system/node/node" + std::to_string(n) + "/cpulist").c_str());
+}
+
 /// A node's memory as the kernel counts it now; -1 for what it does not say.
 struct node_memory_status {
   node_id node = -1;
