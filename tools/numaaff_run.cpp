@@ -5,6 +5,7 @@
 //   numaaff-run -N 1 -- ./solver              run on node 1's CPUs only (as numactl -N 1)
 //   numaaff-run -P exec -s distance:200 --show   what a pool started like that would do
 //   numaaff-run --show --pid 4242             what the running process 4242 uses
+//   numaaff-run --report=run.json -- ./amr    a per-node summary at the end, the counters over time in run.json
 //
 // It sets the NUMAAFF_* variables the library reads (so a wrong value fails here, with the
 // same message the library would give), sets the process's memory policy to prefer the
@@ -14,6 +15,7 @@
 #include <numaaff/numaaff.hpp>
 
 #include "numaaff_run_args.hpp"
+#include "run_report.hpp"
 
 #include <numaif.h>
 #include <sched.h>
@@ -49,6 +51,8 @@ int usage(const char* prog) {
                "  -t, --threads-per-node T   workers per node of its pools\n"
                "  -s, --steal MODE           distance[:MICROSECONDS] | local | free\n"
                "  -d, --distances SPEC       distance matrix override (as NUMAAFF_DISTANCES)\n"
+               "  --report[=FILE.json]       wait for the command, then print what ran and moved on each node\n"
+               "                             (and write the counters' time series to FILE.json)\n"
                "  --show                     print what a numaaff process would use, and exit\n"
                "  -p, --pid PID              with --show: read process PID's environment and CPUs\n",
                prog, prog);
@@ -193,6 +197,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "numaaff-run: %s\n", without_prefix(e.what()).c_str());
     return 2;
   }
+  if (inv.report) return numaaff_run::run_with_report(argv + i, inv.report_file);
   execvp(argv[i], argv + i);
   std::fprintf(stderr, "numaaff-run: %s: %s\n", argv[i], std::strerror(errno));
   return 127;

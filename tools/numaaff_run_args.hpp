@@ -19,6 +19,8 @@ struct invocation {
   bool bind_cpus = false;
   bool show_only = false;
   int pid = 0;      ///< --pid, with --show
+  bool report = false;      ///< --report: wait for the command, then summarise its counters
+  std::string report_file;  ///< --report=FILE.json: and write their time series there
   int command = 0;  ///< index in argv of the command to exec; 0 for none
   std::string error;
 };
@@ -48,6 +50,12 @@ inline invocation parse(int argc, const char* const* argv) {
       r.show_only = true;
       continue;
     }
+    if (a == "--report" || a.rfind("--report=", 0) == 0) {
+      r.report = true;
+      r.report_file = a.size() > 9 ? a.substr(9) : std::string();
+      if (a.size() == 9 && a.back() == '=') return fail("--report= needs a file name");
+      continue;
+    }
     const bool node_option = a == "-n" || a == "--homenode" || a == "-N" || a == "--cpunodebind";
     const bool pid_option = a == "-p" || a == "--pid";
     const char* variable = a == "-P" || a == "--policy"             ? "NUMAAFF_NODE_POLICY"
@@ -74,6 +82,7 @@ inline invocation parse(int argc, const char* const* argv) {
   }
   if (r.pid != 0 && !r.show_only) return fail("--pid goes with --show");
   if (r.show_only && i < argc) return fail("--show takes no command");
+  if (r.show_only && r.report) return fail("--report goes with a command, not --show");
   if (!r.show_only && i >= argc) return fail("no command to run (give -- COMMAND, or --show)");
   r.command = r.show_only ? 0 : i;
   return r;

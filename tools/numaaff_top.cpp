@@ -13,6 +13,8 @@
 // segment is reported, never trusted.
 #include <numaaff/numaaff.hpp>
 
+#include "json_text.hpp"
+
 #include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -336,23 +338,6 @@ std::vector<std::string> text_lines(const frame& f) {
   return lines;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c >= 0x7f) {  // control bytes, and bytes of names that may not be UTF-8
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 std::string json_number(const figure& v) {
   if (!v || !std::isfinite(*v)) return "null";
   char buf[64];
@@ -361,8 +346,8 @@ std::string json_number(const figure& v) {
 }
 
 std::string json_frame(const frame& f) {
-  std::string j = "{\"format\":1,\"version\":" + json_string(numaaff::version()) + ",\"target\":" + json_string(f.target) +
-                  ",\"status\":" + json_string(f.status) + ",\"seconds\":" + json_number(f.seconds) +
+  std::string j = "{\"format\":1,\"version\":" + numaaff_tools::json_string(numaaff::version()) + ",\"target\":" + numaaff_tools::json_string(f.target) +
+                  ",\"status\":" + numaaff_tools::json_string(f.status) + ",\"seconds\":" + json_number(f.seconds) +
                   ",\"kernel_numa_pages_migrated_per_s\":" + json_number(f.kernel_migrated_per_s) + ",\"pids\":[";
   for (std::size_t i = 0; i < f.pids.size(); ++i) j += (i ? "," : "") + std::to_string(f.pids[i]);
   j += "],\"nodes\":[";
@@ -370,7 +355,7 @@ std::string json_frame(const frame& f) {
     const node_row& r = f.rows[i];
     j += std::string(i ? "," : "") + "{\"node\":" + std::to_string(r.node) + ",\"cpus\":" + std::to_string(r.cpus) +
          ",\"memory_only\":" + (r.memory_only ? "true" : "false") + ",\"tier\":" + (r.tier >= 0 ? std::to_string(r.tier) : "null") +
-         ",\"kind\":" + json_string(r.kind) + ",\"cpu_percent\":" + json_number(r.cpu_percent) +
+         ",\"kind\":" + numaaff_tools::json_string(r.kind) + ",\"cpu_percent\":" + json_number(r.cpu_percent) +
          ",\"tasks_per_s\":" + json_number(r.tasks_per_s) + ",\"steals_in_per_s\":" + json_number(r.steals_in_per_s) +
          ",\"steals_out_per_s\":" + json_number(r.steals_out_per_s) + ",\"busy_percent\":" + json_number(r.busy_percent) +
          ",\"workers\":" + json_number(r.workers) + ",\"queued\":" + json_number(r.queued) +

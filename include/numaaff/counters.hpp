@@ -9,7 +9,9 @@
  * next-touch arm, a move), a background thread publishes these counters ten times a second
  * to a file, `/dev/shm/numaaff-PID` (mode 0600: the same user reads it), which any process of
  * that user reads while this one runs, without stopping or slowing it: `numaaff-top` does.
- * The file is removed at exit; one left by a process that died is removed by its next reader.
+ * The file is removed at exit (but for a process whose parent named itself in
+ * NUMAAFF_COUNTERS_KEEP_FOR: that launcher reads the final image after the exit and removes
+ * it); one left by a process that died is removed by its next reader.
  * `NUMAAFF_COUNTERS=off` publishes nothing (snapshot() still works in the process);
  * `NUMAAFF_COUNTERS_DIR` names another directory. Counters only grow (heap bytes and queue
  * lengths are levels); rates are differences between two snapshots.
@@ -53,7 +55,12 @@
 #include "system_report.hpp"
 #include "topology.hpp"
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -221,6 +228,74 @@ inline counter_snapshot snapshot(long pid) {
     throw std::system_error(ec, "numaaff::snapshot: " + why);
   return detail::snapshot_of(m);
 }
+
+/**
+ * One process's published counters read from its segment held open, so that its last image
+ * stays readable after the process ended (a numaaff process publishes a final image at exit,
+ * with its final counts): what a launcher that waits for its command uses. Every read is
+ * validated as snapshot(pid)'s. Not copyable; movable. A read is thread-safe.
+ */
+class counter_reader {
+ public:
+  counter_reader() = default;
+  /// Opens the segment of `pid`. @param ec ENOENT while `pid` publishes nothing (not yet, or
+  /// never), EACCES for another user's.
+  counter_reader(long pid, std::error_code& ec) : pid_(pid) {
+    std::string why;
+    fd_ = detail::open_segment(detail::counters_directory(), pid, why, ec);
+  }
+  counter_reader(const counter_reader&) = delete;
+  counter_reader& operator=(const counter_reader&) = delete;
+  counter_reader(counter_reader&& o) noexcept : pid_(o.pid_), fd_(o.fd_) { o.fd_ = -1; }
+  counter_reader& operator=(counter_reader&& o) noexcept {
+    if (this != &o) {
+      close();
+      pid_ = o.pid_;
+      fd_ = o.fd_;
+      o.fd_ = -1;
+    }
+    return *this;
+  }
+  ~counter_reader() { close(); }
+
+  bool is_open() const noexcept { return fd_ >= 0; }
+  long pid() const noexcept { return pid_; }
+  /// Removes the segment's file (the reader stays open), when it is this user's and its process
+  /// is gone: what a launcher does with the file its child left for it (see the file comment).
+  void discard() const noexcept {
+    struct stat st {};
+    if (fd_ >= 0 && ::fstat(fd_, &st) == 0 && st.st_uid == ::geteuid() && ::kill(static_cast<pid_t>(pid_), 0) != 0 && errno == ESRCH)
+      ::unlink(detail::counter_file_of(detail::counters_directory(), pid_).c_str());
+  }
+  /// The counters as last published, whether the process still runs or not.
+  /// @param ec EBADF when not open; errc::bad_counter_segment for unreadable content.
+  counter_snapshot read(std::error_code& ec) const noexcept {
+    if (fd_ < 0) {
+      ec = std::make_error_code(std::errc::bad_file_descriptor);
+      return {};
+    }
+    try {
+      std::vector<std::uint64_t> words;
+      detail::parsed_image m;
+      std::string why;
+      if (!detail::read_open_segment(fd_, detail::counter_file_of(detail::counters_directory(), pid_), pid_, false, words, m,
+                                     why, ec))
+        return {};
+      return detail::snapshot_of(m);
+    } catch (const std::bad_alloc&) {
+      ec = std::make_error_code(std::errc::not_enough_memory);
+      return {};
+    }
+  }
+
+ private:
+  void close() noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  long pid_ = 0;
+  int fd_ = -1;
+};
 
 /**
  * The processes whose counters this user can read now, ascending. Files left by processes

@@ -1,6 +1,6 @@
-// A numaaff process for numaaff-top's tests: a block of MIB MiB on NODE, touched, and a thread
-// pool running short tasks until its standard input closes. Prints, once both are there,
-// "ready ADDRESS BYTES WORKERS".
+// A numaaff process for the tools' tests: a block of MIB MiB on NODE, touched, and a thread
+// pool running short tasks until its standard input closes, or exactly TASKS of them. Prints,
+// once both are there, "ready ADDRESS BYTES WORKERS".
 #include <numaaff/numaaff.hpp>
 
 #include <unistd.h>
@@ -13,10 +13,11 @@
 #include <thread>
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: top_target MIB NODE\n");
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: top_target MIB NODE [TASKS]\n");
     return 2;
   }
+  const long exact = argc == 4 ? std::atol(argv[3]) : -1;
   const std::size_t bytes = std::strtoul(argv[1], nullptr, 10) << 20;
   const numaaff::node_id node = std::atoi(argv[2]);
   void* block = numaaff::allocate(numaaff::kind::on_node(node), bytes);
@@ -31,6 +32,13 @@ int main(int argc, char** argv) {
   });
   std::printf("ready %p %zu %zu\n", block, bytes, pool.worker_count());
   std::fflush(stdout);
+  if (exact >= 0) {
+    for (long i = 0; i < exact; ++i) pool.submit([] {});
+    pool.wait();
+    watcher.detach();  // its read never ends: the process does
+    numaaff::deallocate(block);
+    return 0;
+  }
   while (!stop) {
     for (int i = 0; i < 64; ++i)
       pool.submit([] {

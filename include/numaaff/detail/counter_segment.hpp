@@ -147,11 +147,23 @@ inline int create_segment_file(const std::string& path, std::size_t bytes, std::
   return -1;
 }
 
+/// The last image, then the file goes: a reader that holds it open (numaaff-run --report) reads
+/// the process's final counts.
 inline void counters_at_exit() noexcept {
   counter_publisher& p = publisher();
   p.round_lock.lock();  // kept: no round after this one
   p.exiting = true;
-  if (p.st.load(std::memory_order_acquire) == static_cast<int>(counter_publisher::state::publishing)) ::unlink(p.path.c_str());
+  if (p.st.load(std::memory_order_acquire) != static_cast<int>(counter_publisher::state::publishing)) return;
+  try {
+    std::vector<std::uint64_t> image;
+    publish_round(p, image);
+  } catch (...) {  // out of memory: the last periodic image stays
+  }
+  // A launcher waiting for this process (numaaff-run --report) reads the file after the exit,
+  // then removes it; it names itself, so that only its own child leaves the file.
+  const char* keep = std::getenv("NUMAAFF_COUNTERS_KEEP_FOR");
+  if (keep != nullptr && std::strtol(keep, nullptr, 10) == static_cast<long>(::getppid()) && ::getppid() > 1) return;
+  ::unlink(p.path.c_str());
 }
 
 inline void counters_before_fork() noexcept {
@@ -291,22 +303,25 @@ inline void publish_counters() noexcept {
   }
 }
 
-/// Reads the segment of `pid` from `dir` into `words` (a stable copy: the sequence word even and
-/// unchanged around the copy) and parses it. ENOENT: no segment; ESRCH: the process is gone
-/// (its stale file is removed when it is this user's); bad_counter_segment with `why`.
-inline bool read_segment(const std::string& dir, long pid, std::vector<std::uint64_t>& words, parsed_image& out,
-                         std::string& why, std::error_code& ec) {
+/// Opens the segment of `pid` in `dir` for reading (never following a link, never blocking on
+/// a FIFO). -1 with `ec` (errno of open) and `why` otherwise.
+inline int open_segment(const std::string& dir, long pid, std::string& why, std::error_code& ec) {
   const std::string path = counter_file_of(dir, pid);
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     ec.assign(errno, std::system_category());
     why = path + ": open";
-    return false;
   }
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } c{fd};
+  return fd;
+}
+
+/// Reads an open segment `fd` (named `path`, of `pid`) into `words`: a stable copy (the
+/// sequence word even and unchanged around the copy), parsed and checked to be `pid`'s. With
+/// `alive_only`, a segment whose process is gone, or whose pid now names another process, is
+/// ESRCH (and removed when it is this user's); without, it is read all the same (a reader
+/// that holds the file open reads its last image after the process ended).
+inline bool read_open_segment(int fd, const std::string& path, long pid, bool alive_only, std::vector<std::uint64_t>& words,
+                              parsed_image& out, std::string& why, std::error_code& ec) {
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     ec.assign(errno, std::system_category());
@@ -351,7 +366,8 @@ inline bool read_segment(const std::string& dir, long pid, std::vector<std::uint
     }
     if (!parse_image(words.data(), words.size(), out, why)) {
       // Unreadable and its process gone (died between creating and first filling it): stale.
-      if (st.st_uid == ::geteuid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) ::unlink(path.c_str());
+      if (alive_only && st.st_uid == ::geteuid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        ::unlink(path.c_str());
       why = path + ": " + why;
       ec = make_error_code(errc::bad_counter_segment);
       return false;
@@ -361,7 +377,7 @@ inline bool read_segment(const std::string& dir, long pid, std::vector<std::uint
       ec = make_error_code(errc::bad_counter_segment);
       return false;
     }
-    if (!segment_owner_alive(pid, out.start_time)) {
+    if (alive_only && !segment_owner_alive(pid, out.start_time)) {
       if (st.st_uid == ::geteuid()) ::unlink(path.c_str());  // the next reader cleans what a crash left
       why = path + ": left by a process that is gone";
       ec = std::error_code(ESRCH, std::system_category());
@@ -373,6 +389,18 @@ inline bool read_segment(const std::string& dir, long pid, std::vector<std::uint
   ec = make_error_code(errc::bad_counter_segment);
   why = path + ": never stable (an update was always under way)";
   return false;
+}
+
+/// Reads the segment of `pid` from `dir` into `words` and parses it (open_segment, then
+/// read_open_segment of a live process). ENOENT: no segment; ESRCH: the process is gone;
+/// bad_counter_segment with `why`.
+inline bool read_segment(const std::string& dir, long pid, std::vector<std::uint64_t>& words, parsed_image& out,
+                         std::string& why, std::error_code& ec) {
+  const int fd = open_segment(dir, pid, why, ec);
+  if (fd < 0) return false;
+  const bool ok = read_open_segment(fd, counter_file_of(dir, pid), pid, true, words, out, why, ec);
+  ::close(fd);
+  return ok;
 }
 
 /// The pids with a counter segment in `dir` (not checked: read_segment says which are live).

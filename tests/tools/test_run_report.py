@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""numaaff-run --report as a user runs it: the per-node summary at the end of a numaaff program
+(top_target running exactly 5000 tasks with a 2 MiB block on the first node, too short for any
+sample: its final counts come from the image it published at exit), a run of 1.5 s sampled
+five times a second with its block on its node, the time series as JSON parsed by Python, the plot drawn as a
+PNG; a command that is not numaaff's and its exit status; bad usage.
+
+usage: test_run_report.py NUMAAFF_RUN TOP_TARGET NUMAAFF_REPORT_PLOT
+Prints 'N passed, N failed' and exits non-zero on any failure."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+RUN, TARGET, PLOT = sys.argv[1:4]
+results = {"passed": 0, "failed": 0}
+
+
+def check(cond, what):
+    results["passed" if cond else "failed"] += 1
+    if not cond:
+        print("FAILED:", what, flush=True)
+
+
+def online_nodes():
+    out = []
+    for part in open("/sys/devices/system/node/online").read().strip().split(","):
+        a, _, b = part.partition("-")
+        out += list(range(int(a), int(b or a) + 1))
+    return out
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    report = os.path.join(tmp, "run.json")
+    first = online_nodes()[0]
+    r = subprocess.run([RUN, f"--report={report}", "--", TARGET, "2", str(first), "5000"], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    check("numaaff-run: report of pid" in r.stderr and "exit status 0" in r.stderr, f"no summary:\n{r.stderr}")
+    rows = [l.split() for l in r.stderr.splitlines() if l.strip() and l.split()[0].isdigit()]
+    check(sorted(int(x[0]) for x in rows) == online_nodes(), f"summary rows:\n{r.stderr}")
+    check(sum(int(x[1]) for x in rows) == 5000, f"the summary's tasks are not the program's 5000:\n{r.stderr}")
+    d = json.load(open(report))
+    check(d["format"] == 1 and d["exit_status"] == 0 and d["numaaff"] is True, f"report header {d}")
+    final = {n["node"]: n for n in d["final"]["nodes"]}
+    check(sorted(final) == online_nodes(), f"final nodes {sorted(final)}")
+    check(sum(n["tasks_run"] for n in final.values()) == 5000, "final tasks_run (the image published at exit)")
+
+    # A run of 1.5 s: samples five times a second, the block seen on its node, drawn as a PNG.
+    p = subprocess.Popen([RUN, f"--report={report}", "--", TARGET, "2", str(first)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    check(p.stdout.readline().startswith("ready"), "the long run did not start")
+    time.sleep(1.5)
+    p.stdin.close()
+    err = p.stderr.read()
+    p.wait(timeout=60)
+    check(p.returncode == 0, f"long run: exit {p.returncode}: {err}")
+    d = json.load(open(report))
+    check(len(d["samples"]) >= 5, f"{len(d['samples'])} samples in 1.5 s")
+    last_memory = d["samples"][-1]["nodes"] if d["samples"] else []
+    check(any(n["node"] == first and n["process_bytes"] >= 2 << 20 for n in last_memory), f"the 2 MiB block on node {first}: {last_memory}")
+    check(sum(n["tasks_run"] for n in d["final"]["nodes"]) >= sum(n["tasks_run"] for n in d["samples"][-1]["nodes"]) > 0,
+          "the final counts are below the last sample's")
+    times = [s["t"] for s in d["samples"]]
+    check(times == sorted(times) and all(t >= 0 for t in times), f"sample times {times}")
+
+    png = os.path.join(tmp, "run.png")
+    p = subprocess.run([PLOT, report, png], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and os.path.exists(png), f"plot: exit {p.returncode} {p.stderr}")
+    if os.path.exists(png):
+        head = open(png, "rb").read(8)
+        check(head == b"\x89PNG\r\n\x1a\n" and os.path.getsize(png) > 2000, f"not a PNG of a plot: {head!r}, {os.path.getsize(png)} bytes")
+        if os.environ.get("NUMAAFF_KEEP_PLOT"):
+            import shutil
+            shutil.copy(png, os.environ["NUMAAFF_KEEP_PLOT"])
+    bad = os.path.join(tmp, "bad.json")
+    open(bad, "w").write('{"format": 7}')
+    check(subprocess.run([PLOT, bad, png], capture_output=True).returncode != 0, "a report of another format is drawn")
+
+    # a command that is not numaaff's: its status comes through, the summary says why it is empty
+    r = subprocess.run([RUN, "--report", "--", "sh", "-c", "exit 3"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 3 and "no numaaff counters" in r.stderr, f"plain command: exit {r.returncode}, {r.stderr}")
+    r = subprocess.run([RUN, "--report", "--", "/nonexistent/program"], capture_output=True, text=True, timeout=60)
+    check(r.returncode == 127, f"a missing command: exit {r.returncode}")
+
+for bad in (["--report=", "--", "true"], ["--report", "--show"]):
+    r = subprocess.run([RUN, *bad], capture_output=True, text=True)
+    check(r.returncode == 2 and "usage" in r.stderr, f"{bad}: exit {r.returncode}, {r.stderr!r}")
+
+print(f"{results['passed']} passed, {results['failed']} failed")
+sys.exit(1 if results["failed"] else 0)

@@ -1,0 +1,28 @@
+// JSON output of the tools: a string with everything escaped that must be (and every byte
+// outside printable ASCII, since command names need not be UTF-8).
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace numaaff_tools {
+
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += ch;
+    } else if (c < 0x20 || c >= 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return out + "\"";
+}
+
+}  // namespace numaaff_tools
