@@ -19,6 +19,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -180,6 +182,36 @@ TEST(CountersNuma, NumaaffTopReportsAChildsBlockAndWorkersWhereARawQueryFindsThe
   }
   EXPECT_EQ(all_workers, static_cast<double>(workers)) << out;
   std::printf("%s", out.c_str());
+}
+#endif
+
+#ifdef NUMAAFF_BENCH
+/// How often `needle` occurs in `hay`.
+std::size_t occurrences(const std::string& hay, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = hay.find(needle); at != std::string::npos; at = hay.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// numaaff-bench in the emulated machine: it runs, says its timings are a hypervisor's, and its
+// report has a cell for every CPU node and memory node (sysfs's), and real page moves.
+TEST(CountersNuma, NumaaffBenchReportsEveryPairOfNodesAndSaysTheTimingsAreEmulated) {
+  NUMAAFF_REQUIRE_CPU_NODES(2);
+  const std::string file = "/tmp/numaaff-bench-" + std::to_string(::getpid()) + ".json";
+  const std::string table = numaaff_test::run_command(std::string(NUMAAFF_BENCH) + " --quick --json " + file);
+  ASSERT_EQ(table.find("(exit status"), std::string::npos) << table;
+  std::ifstream in(file);
+  const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(file.c_str());
+  const std::size_t nodes = numaaff_test::sysfs_nodes().size(), cpu_nodes = numaaff_test::sysfs_cpu_nodes().size();
+  EXPECT_NE(json.find("\"virtual\":true"), std::string::npos) << "a QEMU guest that does not say so";
+  EXPECT_NE(table.find("every timing below is the hypervisor's"), std::string::npos) << table;
+  for (const char* kind : {"read", "write", "copy"})
+    EXPECT_EQ(occurrences(json, std::string("\"kind\":\"") + kind + "\""), cpu_nodes * nodes) << kind;
+  EXPECT_EQ(occurrences(json, "\"memory_bytes\":"), nodes);
+  EXPECT_EQ(occurrences(json, "\"refused\""), 0u) << "move_pages refused in the guest";
+  EXPECT_EQ(occurrences(json, "\"chunk_pages\":"), 3u);
+  std::printf("%s", table.c_str());
 }
 #endif
 

@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""numaaff-bench --quick as a user with a real machine runs it (here on this host's topology):
+the table, the JSON (parsed by Python) of the shape the README documents, the PNG plot, and
+bad usage. Figures are not judged here (--quick is too short for them); their shape is.
+
+usage: test_numaaff_bench.py NUMAAFF_BENCH
+Prints 'N passed, N failed' and exits non-zero on any failure."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+BENCH = sys.argv[1]
+results = {"passed": 0, "failed": 0}
+
+
+def check(cond, what):
+    results["passed" if cond else "failed"] += 1
+    if not cond:
+        print("FAILED:", what, flush=True)
+
+
+with tempfile.TemporaryDirectory() as tmp:
+    out = os.path.join(tmp, "bench.json")
+    r = subprocess.run([BENCH, "--quick", "--json", out, "--plot", tmp], capture_output=True, text=True, timeout=600)
+    check(r.returncode == 0, f"exit {r.returncode}: {r.stderr}")
+    for heading in ("latency, ns per dependent load", "bandwidth, read", "bandwidth, write", "bandwidth, copy", "move_pages",
+                    "next touch", "thread pool"):
+        check(heading in r.stdout, f"no '{heading}' in the table")
+    d = json.load(open(out))
+    check(d["format"] == 1 and d["quick"] is True and isinstance(d["virtual"], bool), f"header {list(d)}")
+    check(("virtual machine" in r.stdout) == d["virtual"], "the table and the JSON disagree on whether this is a VM")
+    nodes = [n["node"] for n in d["topology"]["nodes"]]
+    cpu_nodes = [n["node"] for n in d["topology"]["nodes"] if n["cpus"] > 0]
+    check(len(nodes) >= 1 and all(len(n["distances"]) == len(nodes) for n in d["topology"]["nodes"]), "distance rows")
+    check(len(d["latency_ns"]) == len(cpu_nodes) and all(len(row) == len(nodes) for row in d["latency_ns"]), "latency matrix shape")
+    check(all(v > 0 for row in d["latency_ns"] for v in row), "a latency that is not positive")
+    for kind in ("read", "write", "copy"):
+        cells = [b for b in d["bandwidth"] if b["kind"] == kind]
+        check(len(cells) == len(cpu_nodes) * len(nodes), f"{kind}: {len(cells)} cells")
+        for c in cells:
+            check(c["gbs"] > 0 and c["saturating_threads"] in [x["threads"] for x in c["by_threads"]] and
+                  max(x["gbs"] for x in c["by_threads"]) == c["gbs"], f"{kind} cell {c}")
+    check([b["batch"] for b in d["move_pages"]["batches"]] == [1, 16, 256], f"move_pages batches {d['move_pages']}")
+    # a sandbox that denies move_pages (tests/numa_sandbox) gets no figure, and says why
+    check(all((b["pages_per_s"] or 0) > 0 or "refused" in b for b in d["move_pages"]["batches"]), "move_pages throughput")
+    check([t["chunk_pages"] for t in d["next_touch"]] == [1, 16, 128], "next-touch chunk sizes")
+    check(all(t["numaaff_us_per_page"] > 0 and t["minimal_us_per_page"] > 0 for t in d["next_touch"]), "next-touch costs")
+    runtimes = {(p["what"], p["runtime"]) for p in d["pool"]}
+    check(("spawn (per task)", "numaaff") in runtimes and ("fork-join over all workers", "numaaff") in runtimes, f"pool rows {runtimes}")
+    png = os.path.join(tmp, "numaaff-bench.png")
+    check(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "no PNG plot")
+
+check(subprocess.run([BENCH, "--version"], capture_output=True, text=True).stdout.startswith("numaaff-bench "), "--version")
+check(subprocess.run([BENCH, "--help"], capture_output=True).returncode == 0, "--help")
+for bad in (["--json"], ["--bogus"], ["--plot", ""]):
+    r = subprocess.run([BENCH, *bad], capture_output=True, text=True)
+    check(r.returncode == 2 and "usage" in r.stderr, f"{bad}: exit {r.returncode}")
+
+print(f"{results['passed']} passed, {results['failed']} failed")
+sys.exit(1 if results["failed"] else 0)
