@@ -69,9 +69,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // The file path, as this process's segment.
   const long pid = static_cast<long>(::getpid());
   static const std::uint64_t start = process_start_time(pid);
-  if (words.size() > image::h_start_time) {
+  if (words.size() > image::h_published_ns) {
     words[image::h_pid] = static_cast<std::uint64_t>(pid);
     words[image::h_start_time] = start;
+    words[image::h_published_ns] = monotonic_ns();  // a live publisher's: the rest is the input's
   }
   const std::string path = counter_file_of(dir, pid);
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);

@@ -283,7 +283,8 @@ class HostileSegment : public ::testing::Test {
     victim_ = std::make_unique<child_process>([] { ::setenv("NUMAAFF_COUNTERS", "off", 1); });
     victim_->ready();
     path_ = segment_path(victim_->pid);
-    numaaff::detail::collect_image(image_, victim_->pid, numaaff::detail::process_start_time(victim_->pid), 1, "forged");
+    numaaff::detail::collect_image(image_, victim_->pid, numaaff::detail::process_start_time(victim_->pid), 1, "forged", 1);
+    image_[numaaff::detail::image::h_published_ns] = numaaff::detail::monotonic_ns();  // a live publisher's
   }
   void TearDown() override {
     ::unlink(path_.c_str());
@@ -405,6 +406,41 @@ TEST_F(HostileSegment, AStaleStartTimeIsAnotherProcessAndNotAFile) {
   ASSERT_EQ(::ftruncate(fd, off_t{1} << 40), 0);
   ::close(fd);
   EXPECT_EQ(read(), numaaff::errc::bad_counter_segment);
+}
+
+TEST_F(HostileSegment, ALivePublisherThatStoppedPublishingIsNotListedAndItsFileStays) {
+  using namespace numaaff::detail::image;
+  image_[h_published_ns] = 1;  // its last copy was long ago: it exec'd a program without numaaff
+  write_image();
+  EXPECT_EQ(read(), std::errc::no_such_process);
+  EXPECT_TRUE(exists(path_)) << "the file of a live process was removed";
+  const std::vector<long> live = numaaff::counter_processes();
+  EXPECT_EQ(std::count(live.begin(), live.end(), static_cast<long>(victim_->pid)), 0);
+}
+
+// What a process that died while it created or copied its segment leaves (a file too short,
+// or caught with an odd sequence) is removed by the next reader too, not read over and over.
+TEST(Counters, ABrokenSegmentOfADeadProcessIsRemoved) {
+  child_process c([] {});
+  c.ready();
+  const long pid = c.pid;
+  std::vector<std::uint64_t> image;
+  numaaff::detail::collect_image(image, pid, numaaff::detail::process_start_time(pid), 1, "dead", 1);
+  EXPECT_EQ(c.finish(), 0);  // gone now; its pid is not reused this soon
+  const std::string path = segment_path(pid);
+  for (int variant = 0; variant < 2; ++variant) {
+    image[numaaff::detail::image::h_sequence] = 7;  // a copy never finished
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ASSERT_GE(fd, 0);
+    const std::size_t bytes = variant == 0 ? image.size() * 8 : 16;
+    ASSERT_EQ(::write(fd, image.data(), bytes), static_cast<ssize_t>(bytes));
+    ::close(fd);
+    std::error_code ec;
+    (void)numaaff::snapshot(pid, ec);
+    EXPECT_EQ(ec, numaaff::errc::bad_counter_segment) << variant;
+    EXPECT_FALSE(exists(path)) << (variant == 0 ? "an odd sequence" : "16 bytes") << ": the dead process's file stays";
+    ::unlink(path.c_str());
+  }
 }
 
 }  // namespace

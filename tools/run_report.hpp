@@ -84,6 +84,7 @@ inline int run_with_report(char* const* argv, const std::string& file) {
     s.t = seconds();
     std::error_code ec;
     if (reader.is_open()) s.counters = reader.read(ec);
+    if (ec && !samples.empty()) s.counters = samples.back().counters;  // not yet filled, or torn: the last good one
     s.memory = numaaff::process_memory_by_node(child, ec);
     if (!ec) samples.push_back(std::move(s));  // a sample of a process that just exited has no memory
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

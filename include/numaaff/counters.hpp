@@ -188,7 +188,7 @@ inline counter_snapshot snapshot() {
   detail::publish_counters();
   std::vector<std::uint64_t> words;
   const long pid = static_cast<long>(::getpid());
-  detail::collect_image(words, pid, 0, detail::counter_publish_interval_ns, detail::process_comm());
+  detail::collect_image(words, pid, 0, detail::counter_publish_interval_ns, detail::process_comm(), detail::counting_started_ns());
   words[detail::image::h_published_ns] = detail::monotonic_ns();
   detail::parsed_image m;
   std::string why;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -77,15 +78,16 @@ TEST(CountersNuma, StealsAreCountedInOutAndBetweenTheNodesThatRanThem) {
   NUMAAFF_REQUIRE_CPU_NODES(2);
   numaaff::thread_pool_options o;
   o.steal = numaaff::steal_mode::free;  // no delay: the point is counting, not when
-  numaaff::thread_pool pool(o);
-  const node_id home = pool.nodes().front();
+  auto pool = std::make_unique<numaaff::thread_pool>(o);
+  const std::vector<node_id> pool_nodes = pool->nodes();
+  const node_id home = pool_nodes.front();
   numaaff::pin_this_thread(home);
   const numaaff::counter_snapshot a = numaaff::snapshot();
   constexpr int tasks = 64;
   std::vector<int> ran_on(tasks, -1);
   std::atomic<int> elsewhere{0};
   {
-    numaaff::task_group g(pool);
+    numaaff::task_group g(*pool);
     for (int i = 0; i < tasks; ++i)
       g.run([&, i] {
         ran_on[static_cast<std::size_t>(i)] = numaaff_test::sysfs_node_of_cpu(sched_getcpu());
@@ -104,7 +106,7 @@ TEST(CountersNuma, StealsAreCountedInOutAndBetweenTheNodesThatRanThem) {
   std::uint64_t ran_elsewhere = 0;
   for (int n : ran_on) ran_elsewhere += n != home;
   std::uint64_t in = 0;
-  for (node_id n : pool.nodes()) {
+  for (node_id n : pool_nodes) {
     if (n == home) continue;
     std::uint64_t ran_here = 0;
     for (int x : ran_on) ran_here += x == n;
@@ -114,6 +116,14 @@ TEST(CountersNuma, StealsAreCountedInOutAndBetweenTheNodesThatRanThem) {
     in += stolen_in;
   }
   EXPECT_GE(ran_elsewhere, 1u) << "nothing was stolen while the home node's worker was held";
+  // The pool ends: its steals stay counted, in the totals and in the matrix.
+  pool.reset();
+  const numaaff::counter_snapshot c = numaaff::snapshot();
+  for (node_id n : pool_nodes) {
+    EXPECT_EQ(c.stolen_between(n, home), b.stolen_between(n, home)) << "node " << n << " after the pool ended";
+    EXPECT_EQ(field(c, n, &numaaff::node_counters::stolen_in), field(b, n, &numaaff::node_counters::stolen_in)) << n;
+    EXPECT_EQ(field(c, n, &numaaff::node_counters::stolen_out), field(b, n, &numaaff::node_counters::stolen_out)) << n;
+  }
   EXPECT_EQ(in, ran_elsewhere);
   EXPECT_EQ(field(b, home, &numaaff::node_counters::stolen_out) - field(a, home, &numaaff::node_counters::stolen_out), ran_elsewhere);
   std::printf("%llu of %d tasks stolen from node %d\n", static_cast<unsigned long long>(ran_elsewhere), tasks, home);

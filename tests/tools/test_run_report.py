@@ -74,6 +74,13 @@ with tempfile.TemporaryDirectory() as tmp:
         if os.environ.get("NUMAAFF_KEEP_PLOT"):
             import shutil
             shutil.copy(png, os.environ["NUMAAFF_KEEP_PLOT"])
+    # A report from elsewhere whose command would run in gnuplot's backquotes
+    pwned = os.path.join(tmp, "pwned")
+    hostile = dict(d, command=f"`touch {pwned}`\"; system 'touch {pwned}'")
+    hostile_file = os.path.join(tmp, "hostile.json")
+    json.dump(hostile, open(hostile_file, "w"))
+    p = subprocess.run([PLOT, hostile_file, png], capture_output=True, text=True, timeout=60)
+    check(p.returncode == 0 and not os.path.exists(pwned), f"a report's command ran in gnuplot: {p.stderr}")
     bad = os.path.join(tmp, "bad.json")
     open(bad, "w").write('{"format": 7}')
     check(subprocess.run([PLOT, bad, png], capture_output=True).returncode != 0, "a report of another format is drawn")

@@ -68,19 +68,26 @@ struct counter_publisher {
   std::size_t bytes = 0;
   std::string path;
   std::string why;  // of state off or failed
-  bool exiting = false;
+  std::atomic<bool> exiting{false};
   std::uint64_t start_time = 0;
   long pid = 0;
   std::string comm;
+  std::atomic<std::uint64_t> started_ns{0};  // when this process's counting began; 0: its static initialisation
 };
 inline counter_publisher& publisher() {
   static counter_publisher* p = new counter_publisher;  // leaked on purpose: see above
   return *p;
 }
 
+/// When this process's counting began: its start, or a forked child's fork.
+inline std::uint64_t counting_started_ns() noexcept {
+  const std::uint64_t t = publisher().started_ns.load(std::memory_order_relaxed);
+  return t != 0 ? t : counters_started_ns();
+}
+
 /// One copy of the image into the shared mapping (round_lock held).
 inline void publish_round(counter_publisher& p, std::vector<std::uint64_t>& image) {
-  collect_image(image, p.pid, p.start_time, counter_publish_interval_ns, p.comm);
+  collect_image(image, p.pid, p.start_time, counter_publish_interval_ns, p.comm, counting_started_ns());
   image[image::h_published_ns] = monotonic_ns();
   if (image.size() * sizeof(std::uint64_t) != p.bytes) return;  // cannot happen: the layout is fixed per machine
   auto* seq = reinterpret_cast<std::atomic<std::uint64_t>*>(&p.words[image::h_sequence]);
@@ -99,7 +106,7 @@ inline void publisher_main() {
   for (;;) {
     {
       std::lock_guard<std::mutex> l(p.round_lock);
-      if (p.exiting || p.st.load(std::memory_order_acquire) != static_cast<int>(counter_publisher::state::publishing)) return;
+      if (p.exiting.load(std::memory_order_relaxed) || p.st.load(std::memory_order_acquire) != static_cast<int>(counter_publisher::state::publishing)) return;
       try {
         publish_round(p, image);
       } catch (...) {  // out of memory: the segment keeps its last image, the next round tries again
@@ -127,8 +134,10 @@ inline int create_segment_file(const std::string& path, std::size_t bytes, std::
   for (int attempt = 0; attempt < 2; ++attempt) {
     const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd >= 0) {
-      if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-        why = path + ": ftruncate: " + std::strerror(errno);
+      // Its pages are taken now: a sparse file on a full tmpfs would raise SIGBUS at the first
+      // copy into the mapping, in the application.
+      if (const int e = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); e != 0) {
+        why = path + ": posix_fallocate: " + std::strerror(e);
         ::close(fd);
         ::unlink(path.c_str());
         return -1;
@@ -151,8 +160,11 @@ inline int create_segment_file(const std::string& path, std::size_t bytes, std::
 /// the process's final counts.
 inline void counters_at_exit() noexcept {
   counter_publisher& p = publisher();
-  p.round_lock.lock();  // kept: no round after this one
-  p.exiting = true;
+  // A child of vfork() or a raw clone() that calls exit() ran no fork handler: the segment is
+  // its parent's.
+  if (p.words != nullptr && static_cast<long>(::getpid()) != p.pid) return;
+  std::lock_guard<std::mutex> round(p.round_lock);
+  p.exiting.store(true, std::memory_order_relaxed);  // the publisher stops at its next round
   if (p.st.load(std::memory_order_acquire) != static_cast<int>(counter_publisher::state::publishing)) return;
   try {
     std::vector<std::uint64_t> image;
@@ -189,6 +201,9 @@ inline void counters_after_fork_in_child() noexcept {
   p.words = nullptr;
   if (p.st.load(std::memory_order_relaxed) == static_cast<int>(counter_publisher::state::publishing))
     p.st.store(static_cast<int>(counter_publisher::state::idle), std::memory_order_relaxed);
+  p.started_ns.store(monotonic_ns(), std::memory_order_relaxed);
+  for (auto& k : retired_steals)
+    if (k.load(std::memory_order_relaxed) != 0) k.store(0, std::memory_order_relaxed);
   for (node_event_counters& e : node_events) {
     for (auto* a : {&e.tasks_run, &e.stolen_local, &e.stolen_in, &e.stolen_out, &e.sleeps, &e.worker_ns, &e.idle_ns,
                     &e.nt_chunks, &e.nt_pages_moved, &e.nt_pages_already, &e.nt_pages_failed, &e.pages_moved,
@@ -243,9 +258,10 @@ inline void remove_stale_segments() {
 inline void publish_counters() noexcept {
   counter_publisher& p = publisher();
   if (p.st.load(std::memory_order_acquire) != static_cast<int>(counter_publisher::state::idle)) return;
+  std::lock_guard<std::mutex> l(p.start_lock);  // held by the catch blocks too: they write p.why
   try {
-    std::lock_guard<std::mutex> l(p.start_lock);
     if (p.st.load(std::memory_order_relaxed) != static_cast<int>(counter_publisher::state::idle)) return;
+    if (p.exiting.load(std::memory_order_relaxed)) return;  // exit has begun: nothing new is published
     auto give_up = [&](counter_publisher::state s, std::string why) {
       p.why = std::move(why);
       p.st.store(static_cast<int>(s), std::memory_order_release);
@@ -257,7 +273,7 @@ inline void publish_counters() noexcept {
     p.start_time = process_start_time(p.pid);
     p.comm = process_comm();
     std::vector<std::uint64_t> image;
-    collect_image(image, p.pid, p.start_time, counter_publish_interval_ns, p.comm);
+    collect_image(image, p.pid, p.start_time, counter_publish_interval_ns, p.comm, counting_started_ns());
     const std::size_t bytes = image.size() * sizeof(std::uint64_t);
     const std::string path = counter_file_of(counters_directory(), p.pid);
     std::string why;
@@ -330,11 +346,22 @@ inline bool read_open_segment(int fd, const std::string& path, long pid, bool al
   }
   const std::uint64_t limit = (image::header_words + 2 * image::max_fields +
                                image::max_nodes * image::max_fields + image::max_nodes * image::max_nodes) * 8;
-  if (!S_ISREG(st.st_mode) || st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > limit || st.st_size % 8 != 0) {
+  // The path still names this file (a new process with the pid may have replaced it since it
+  // was opened): only then may a stale one be removed by name.
+  auto remove_if_stale = [&] {
+    struct stat now {};
+    if (!alive_only || st.st_uid != ::geteuid() || (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)) return;
+    if (::lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino) ::unlink(path.c_str());
+  };
+  auto bad = [&](std::string w) {
+    remove_if_stale();  // what a process that died while making or copying left
     ec = make_error_code(errc::bad_counter_segment);
-    why = path + ": not a regular file of a plausible size";
+    why = path + ": " + w;
     return false;
-  }
+  };
+  if (!S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(image::header_words * 8) ||
+      static_cast<std::uint64_t>(st.st_size) > limit || st.st_size % 8 != 0)
+    return bad("not a regular file of a plausible size");
   auto read_all = [&](void* to, std::size_t n, off_t at) {
     std::size_t done = 0;
     while (done < n) {
@@ -349,46 +376,35 @@ inline bool read_open_segment(int fd, const std::string& path, long pid, bool al
     std::uint64_t before = 0, after = 0;
     words.assign(static_cast<std::size_t>(st.st_size) / 8, 0);
     const off_t seq_at = static_cast<off_t>(image::h_sequence * 8);
-    if (read_all(&before, 8, seq_at) != 8) {
-      ec = make_error_code(errc::bad_counter_segment);
-      why = path + ": truncated";
-      return false;
-    }
+    if (read_all(&before, 8, seq_at) != 8) return bad("truncated");
     const std::size_t got = read_all(words.data(), words.size() * 8, 0);
-    if (read_all(&after, 8, seq_at) != 8 || got != words.size() * 8) {
-      ec = make_error_code(errc::bad_counter_segment);
-      why = path + ": truncated while read";
-      return false;
-    }
+    if (read_all(&after, 8, seq_at) != 8 || got != words.size() * 8) return bad("truncated while read");
     if (before % 2 != 0 || before != after || words[image::h_sequence] != before) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));  // an update is under way
       continue;
     }
-    if (!parse_image(words.data(), words.size(), out, why)) {
-      // Unreadable and its process gone (died between creating and first filling it): stale.
-      if (alive_only && st.st_uid == ::geteuid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
-        ::unlink(path.c_str());
-      why = path + ": " + why;
-      ec = make_error_code(errc::bad_counter_segment);
-      return false;
-    }
-    if (out.pid != static_cast<std::uint64_t>(pid)) {
-      why = path + ": written for pid " + std::to_string(out.pid);
-      ec = make_error_code(errc::bad_counter_segment);
-      return false;
-    }
+    if (std::string w; !parse_image(words.data(), words.size(), out, w)) return bad(w);
+    if (out.pid != static_cast<std::uint64_t>(pid)) return bad("written for pid " + std::to_string(out.pid));
     if (alive_only && !segment_owner_alive(pid, out.start_time)) {
-      if (st.st_uid == ::geteuid()) ::unlink(path.c_str());  // the next reader cleans what a crash left
+      struct stat now {};  // the next reader cleans what a crash left
+      if (st.st_uid == ::geteuid() && ::lstat(path.c_str(), &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+        ::unlink(path.c_str());
       why = path + ": left by a process that is gone";
+      ec = std::error_code(ESRCH, std::system_category());
+      return false;
+    }
+    // Its process lives but publishes no more (it exec'd a program without numaaff, or is
+    // stopped): not a publisher now. The file stays: it may resume.
+    const std::uint64_t now_ns = monotonic_ns();
+    if (alive_only && out.published_ns + 100 * counter_publish_interval_ns < now_ns) {
+      why = path + ": not updated for " + std::to_string((now_ns - out.published_ns) / 1000000000u) + " s";
       ec = std::error_code(ESRCH, std::system_category());
       return false;
     }
     ec.clear();
     return true;
   }
-  ec = make_error_code(errc::bad_counter_segment);
-  why = path + ": never stable (an update was always under way)";
-  return false;
+  return bad("never stable (an update was always under way)");
 }
 
 /// Reads the segment of `pid` from `dir` into `words` and parses it (open_segment, then

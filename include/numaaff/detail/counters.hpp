@@ -44,6 +44,9 @@ struct node_event_counters {
   std::atomic<std::int64_t> heap_bound_bytes{0}, heap_preferred_bytes{0};
 };
 inline node_event_counters node_events[counter_node_limit];
+/// Tasks the workers of node slot t took from node slot v in pools that ended ([t * 64 + v];
+/// slots of kernel_nodes(), the first 64).
+inline std::atomic<std::uint64_t> retired_steals[64 * 64];
 
 inline node_event_counters* events_of(int node) noexcept {
   return node >= 0 && static_cast<std::size_t>(node) < counter_node_limit ? &node_events[node] : nullptr;
@@ -81,7 +84,7 @@ enum node_word : std::size_t {
 /// Limits a reader enforces: larger counts are a hostile or corrupt segment.
 constexpr std::uint64_t max_nodes = counter_node_limit, max_fields = 4096;
 /// The node-to-node steal matrix is written for up to this many nodes.
-constexpr std::size_t max_matrix_nodes = 64;
+constexpr std::size_t max_matrix_nodes = 64;  // retired_steals' side
 }  // namespace image
 
 /// A live thread pool's counters, summed into an image by the publisher and snapshot().
@@ -175,9 +178,10 @@ inline std::string process_comm() {
   return name;
 }
 
-/// The image of this process's counters now, sequence word 0, in `out` (resized).
+/// The image of this process's counters now, sequence word 0, in `out` (resized). `started_ns`:
+/// when this process's counting began (a forked child's begins at its first call that counts).
 inline void collect_image(std::vector<std::uint64_t>& out, long pid, std::uint64_t start_time,
-                          std::uint64_t interval_ns, const std::string& comm) {
+                          std::uint64_t interval_ns, const std::string& comm, std::uint64_t started_ns) {
   using namespace image;
   const std::vector<int>& nodes = kernel_nodes();
   const std::size_t slots = nodes.size() < max_nodes ? nodes.size() : max_nodes;
@@ -206,7 +210,7 @@ inline void collect_image(std::vector<std::uint64_t>& out, long pid, std::uint64
   const std::uint64_t now = monotonic_ns();
   std::uint64_t* p = h + process_at;
   std::memcpy(&p[p_comm0], comm.data(), comm.size() < 16 ? comm.size() : 16);
-  p[p_started_ns] = counters_started_ns();
+  p[p_started_ns] = started_ns;
   {
     counter_registry& r = registry_of_counters();
     std::lock_guard<std::mutex> l(r.lock);
@@ -243,7 +247,11 @@ inline void collect_image(std::vector<std::uint64_t>& out, long pid, std::uint64
     row[n_heap_bound_bytes] = bound > 0 ? static_cast<std::uint64_t>(bound) : 0;
     row[n_heap_preferred_bytes] = preferred > 0 ? static_cast<std::uint64_t>(preferred) : 0;
   }
-  if (matrix != 0) std::memcpy(h + steals_at, steals.data(), matrix * sizeof(std::uint64_t));
+  if (matrix != 0) {
+    for (std::size_t t = 0; t < slots; ++t)
+      for (std::size_t v = 0; v < slots; ++v) steals[t * slots + v] += retired_steals[t * 64 + v].load(std::memory_order_relaxed);
+    std::memcpy(h + steals_at, steals.data(), matrix * sizeof(std::uint64_t));
+  }
   p[p_refused_policies] = refusals.policies.load(std::memory_order_relaxed);
   p[p_refused_mappings] = refusals.mappings.load(std::memory_order_relaxed);
   p[p_refused_pages] = refusals.pages.load(std::memory_order_relaxed);

@@ -36,7 +36,7 @@ inline long long node_meminfo_bytes(int node, const char* field) {
 
 /// The bytes of each node a process's mappings hold, from /proc/PID/numa_maps (each mapping's
 /// N<node>=<pages> in pages of its kernelpagesize_kB). False when the file cannot be read (no
-/// such process, not this user's, or a kernel without NUMA).
+/// such process, not this user's, or a kernel without NUMA) or is empty (a zombie).
 inline bool process_bytes_per_node(long pid, std::map<int, std::uint64_t>& out) {
   out.clear();
   std::ifstream in("/proc/" + std::to_string(pid) + "/numa_maps");
@@ -69,7 +69,7 @@ inline bool process_bytes_per_node(long pid, std::map<int, std::uint64_t>& out) 
     }
     for (const auto& [node, n] : pages) out[node] += n * page_kib * 1024;
   }
-  return any_line || in.eof();
+  return any_line;  // a live process has mappings; a zombie's file is empty
 }
 
 /// One CPU's times from /proc/stat, in clock ticks.

@@ -90,8 +90,27 @@ struct pool_worker {
   std::atomic<std::uint64_t> executed{0}, stolen_local{0}, stolen_remote{0}, sleeps{0};
   // For the live counters (counters.hpp): idle time, added once per idle period (one clock
   // read when work is found after the idle clock started), and the start of the current one.
-  std::atomic<std::uint64_t> idle_ns{0}, idle_from{0};
+  // idle_seq is odd while the worker updates the two (a reader retries: no period counted twice).
+  std::atomic<std::uint64_t> idle_ns{0}, idle_from{0}, idle_seq{0};
   std::uint64_t started_ns = monotonic_ns();
+  /// Its idle time up to `now`, read consistently from another thread.
+  std::uint64_t idle_until(std::uint64_t now) const noexcept {
+    for (;;) {
+      const std::uint64_t s = idle_seq.load(std::memory_order_acquire);
+      const std::uint64_t ns = idle_ns.load(std::memory_order_relaxed), from = idle_from.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (s % 2 == 0 && idle_seq.load(std::memory_order_relaxed) == s) return ns + (from != 0 && now > from ? now - from : 0);
+    }
+  }
+  /// The worker's own update of the idle fields (one writer).
+  template <class F>
+  void update_idle(F&& f) noexcept {
+    const std::uint64_t s = idle_seq.load(std::memory_order_relaxed);
+    idle_seq.store(s + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    f();
+    idle_seq.store(s + 2, std::memory_order_release);
+  }
 };
 
 struct pool_node {
@@ -448,8 +467,7 @@ inline void scheduler::add_counters(std::uint64_t* rows, std::uint64_t* steals, 
     row[n_stolen_in] += w->stolen_remote.load(std::memory_order_relaxed);
     row[n_sleeps] += w->sleeps.load(std::memory_order_relaxed);
     row[n_worker_ns] += now > w->started_ns ? now - w->started_ns : 0;
-    const std::uint64_t from = w->idle_from.load(std::memory_order_relaxed);
-    row[n_idle_ns] += w->idle_ns.load(std::memory_order_relaxed) + (from != 0 && now > from ? now - from : 0);
+    row[n_idle_ns] += w->idle_until(now);
     row[n_queued] += static_cast<std::uint64_t>(w->deque.size_hint());
   }
   for (std::size_t a = 0; a < nodes_.size(); ++a) {
@@ -478,13 +496,20 @@ inline void scheduler::retire_counters() const noexcept {
     e->stolen_in.fetch_add(w->stolen_remote.load(std::memory_order_relaxed), std::memory_order_relaxed);
     e->sleeps.fetch_add(w->sleeps.load(std::memory_order_relaxed), std::memory_order_relaxed);
     e->worker_ns.fetch_add(now > w->started_ns ? now - w->started_ns : 0, std::memory_order_relaxed);
-    const std::uint64_t from = w->idle_from.load(std::memory_order_relaxed);
-    e->idle_ns.fetch_add(w->idle_ns.load(std::memory_order_relaxed) + (from != 0 && now > from ? now - from : 0),
-                         std::memory_order_relaxed);
+    e->idle_ns.fetch_add(w->idle_until(now), std::memory_order_relaxed);
   }
+  const std::vector<int>& slot_of = counter_slots();
+  auto slot = [&](int node) {
+    return node >= 0 && static_cast<std::size_t>(node) < slot_of.size() ? slot_of[static_cast<std::size_t>(node)] : -1;
+  };
   for (std::size_t a = 0; a < nodes_.size(); ++a)
-    for (std::size_t b = 0; b < nodes_.size(); ++b)
-      count_event(&node_event_counters::stolen_out, nodes_[b]->node, nodes_[a]->stolen_from[b].load(std::memory_order_relaxed));
+    for (std::size_t b = 0; b < nodes_.size(); ++b) {
+      const std::uint64_t k = nodes_[a]->stolen_from[b].load(std::memory_order_relaxed);
+      count_event(&node_event_counters::stolen_out, nodes_[b]->node, k);
+      const int t = slot(nodes_[a]->node), v = slot(nodes_[b]->node);
+      if (k != 0 && t >= 0 && v >= 0 && t < 64 && v < 64)
+        retired_steals[static_cast<std::size_t>(t) * 64 + static_cast<std::size_t>(v)].fetch_add(k, std::memory_order_relaxed);
+    }
 }
 
 inline std::size_t scheduler::policy_node() {
@@ -780,7 +805,7 @@ inline void scheduler::worker_main(pool_worker& w) {
             const std::uint64_t now = monotonic_ns();
             if (idle_since == 0) {
               idle_since = idle_start = now;
-              w.idle_from.store(now, std::memory_order_relaxed);
+              w.update_idle([&] { w.idle_from.store(now, std::memory_order_relaxed); });
             }
             if (stop_.load(std::memory_order_acquire) || now - idle_since >= spin_ns) break;
             std::this_thread::yield();
@@ -794,7 +819,7 @@ inline void scheduler::worker_main(pool_worker& w) {
         idle_since = monotonic_ns();
         if (idle_start == 0) {
           idle_start = idle_since;
-          w.idle_from.store(idle_start, std::memory_order_relaxed);
+          w.update_idle([&] { w.idle_from.store(idle_start, std::memory_order_relaxed); });
         }
       }
       while (t == nullptr) {
@@ -823,8 +848,10 @@ inline void scheduler::worker_main(pool_worker& w) {
       if (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index)) n.sleep.notify_one();
       if (idle_start != 0) {  // one clock read per idle period that lasted past the first look at the clock
         const std::uint64_t end = monotonic_ns();
-        w.idle_ns.store(w.idle_ns.load(std::memory_order_relaxed) + (end > idle_start ? end - idle_start : 0), std::memory_order_relaxed);
-        w.idle_from.store(0, std::memory_order_relaxed);
+        w.update_idle([&] {
+          w.idle_ns.store(w.idle_ns.load(std::memory_order_relaxed) + (end > idle_start ? end - idle_start : 0), std::memory_order_relaxed);
+          w.idle_from.store(0, std::memory_order_relaxed);
+        });
       }
     }
     run_task(t, &w);
