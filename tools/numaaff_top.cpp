@@ -104,7 +104,7 @@ std::map<long, numaaff::counter_snapshot> read_numaaff(const options& o, std::st
       out.emplace(o.pid, std::move(s));
     } else if (ec == std::errc::no_such_file_or_directory && ::kill(static_cast<pid_t>(o.pid), 0) != 0 && errno == ESRCH) {
       status = "the process is gone";
-    } else if (ec == std::errc::no_such_file_or_directory) {
+    } else if (ec == std::errc::no_such_file_or_directory || ec == std::errc::permission_denied) {
       status = "no numaaff counters (not a numaaff process, NUMAAFF_COUNTERS=off, or another user's): kernel figures only";
     } else if (ec == std::errc::no_such_process) {
       status = "the process is gone";

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 TOP, TARGET = sys.argv[1], sys.argv[2]
@@ -112,6 +113,23 @@ try:
             if r[k] is not None:
                 check(0 <= r[k] <= 100.5, f"node {r['node']} {k} = {r[k]}")
         check(r["free_bytes"] is not None and 0 <= r["free_bytes"] <= r["total_bytes"], f"node {r['node']} free/total")
+    # Another user's numaaff-top: the segment is 0600, so it sees the kernel's figures only
+    # (and numa_maps of another user's process not at all), says so, and does not fail.
+    if os.geteuid() == 0:
+        import pwd
+        nobody = pwd.getpwnam("nobody").pw_uid
+        spot = tempfile.mkdtemp()  # a copy nobody can reach, wherever the build is
+        os.chmod(spot, 0o755)
+        top_copy = shutil.copy(TOP, os.path.join(spot, "numaaff-top"))
+        os.chmod(top_copy, 0o755)
+        r = subprocess.run([top_copy, "--once", "--json", "--interval", "0.3", "--pid", str(t.pid)], capture_output=True, text=True,
+                           timeout=30, preexec_fn=lambda: (os.setgid(65534), os.setuid(nobody)))
+        check(r.returncode == 0, f"as nobody: exit {r.returncode}: {r.stderr}")
+        if r.returncode == 0:
+            other = json.loads(r.stdout)
+            check(other["pids"] == [] and "no numaaff counters" in other["status"], f"as nobody: {other['status']!r}")
+            check(all(n["process_bytes"] is None for n in other["nodes"]), "as nobody, another user's memory was shown")
+        shutil.rmtree(spot)
     per, err = raw_pages_per_node(t.pid, t.addr, t.bytes)
     if per is None:
         print(f"raw move_pages query refused (errno {err}, a sandbox): placement not compared")
