@@ -368,13 +368,14 @@ inline std::vector<std::vector<int>> topology::distance_matrix() const {
 
 inline std::vector<node_id> topology::nodes_by_distance(node_id from) const {
   const std::size_t row = checked_index(from, "from");
-  std::vector<node_id> order = nodes_;
+  // Sorted as (distance, node) pairs: a comparator that looked each node's index up again
+  // made a 2000-node description take seconds per call.
   const std::size_t n = nodes_.size();
-  std::stable_sort(order.begin(), order.end(), [&](node_id a, node_id b) {
-    const int da = a == from ? 0 : distances_[row * n + index_of(a)];
-    const int db = b == from ? 0 : distances_[row * n + index_of(b)];
-    return da < db;
-  });
+  std::vector<std::pair<int, node_id>> by_distance(n);
+  for (std::size_t i = 0; i < n; ++i) by_distance[i] = {i == row ? 0 : distances_[row * n + i], nodes_[i]};
+  std::sort(by_distance.begin(), by_distance.end());
+  std::vector<node_id> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = by_distance[i].second;
   return order;
 }
 
