@@ -40,8 +40,8 @@
 
 namespace {
 
-int usage(const char* prog) {
-  std::fprintf(stderr,
+int usage(const char* prog, FILE* to = stderr, int status = 2) {
+  std::fprintf(to,
                "usage: %s [options] -- COMMAND [ARGS...]\n"
                "       %s [options] --show [--pid PID]\n"
                "options:\n"
@@ -54,9 +54,10 @@ int usage(const char* prog) {
                "  --report[=FILE.json]       wait for the command, then print what ran and moved on each node\n"
                "                             (and write the counters' time series to FILE.json)\n"
                "  --show                     print what a numaaff process would use, and exit\n"
-               "  -p, --pid PID              with --show: read process PID's environment and CPUs\n",
+               "  -p, --pid PID              with --show: read process PID's environment and CPUs\n"
+               "  -h, --help, --version\n",
                prog, prog);
-  return 2;
+  return status;
 }
 
 /// Says what is wrong with the invocation, then prints the usage; returns its exit status.
@@ -144,6 +145,11 @@ void show(const environment& env, const std::vector<int>& cpus, const char* whos
 int main(int argc, char** argv) {
   const numaaff_run::invocation inv = numaaff_run::parse(argc, argv);
   if (!inv.error.empty()) return bad_usage(argv[0], inv.error);
+  if (inv.help) return usage(argv[0], stdout, 0);
+  if (inv.version) {
+    std::printf("numaaff-run %s\n", numaaff::version());
+    return 0;
+  }
   const environment& set = inv.set;
   const int homenode = inv.homenode, pid = inv.pid;
   const bool bind_cpus = inv.bind_cpus, show_only = inv.show_only;

@@ -22,6 +22,8 @@ struct invocation {
   bool report = false;      ///< --report: wait for the command, then summarise its counters
   std::string report_file;  ///< --report=FILE.json: and write their time series there
   int command = 0;  ///< index in argv of the command to exec; 0 for none
+  bool help = false;     ///< --help: print the usage and exit 0
+  bool version = false;  ///< --version: print the version and exit 0
   std::string error;
 };
 
@@ -45,6 +47,15 @@ inline invocation parse(int argc, const char* const* argv) {
     if (a == "--") {
       ++i;
       break;
+    }
+    // Before the command only (after --, --help is the command's): nothing else is checked.
+    if (a == "--help" || a == "-h") {
+      r.help = true;
+      return r;
+    }
+    if (a == "--version") {
+      r.version = true;
+      return r;
     }
     if (a == "--show") {
       r.show_only = true;
