@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# debian.sh SOURCE BUILD_DIR: numaaff's Debian packages from a clean configure (prefix /usr,
+# tests off), checked with lintian (every tag it raises must be fixed or overridden with a
+# reason in packaging/debian/), installed with dpkg, used by the consumer projects with nothing
+# but the installed packages (CMake with components, pkg-config; C++, C and Fortran; the
+# installed tools and their manual pages), then removed: no file of theirs may be left.
+# Needs root and a machine where no numaaff package is installed: CI's fresh Debian 12.
+set -euo pipefail
+src=$(cd "$1" && pwd) b=$2
+jobs=${NUMAAFF_JOBS:-$(nproc)}
+packages=(numaaff-tools libnumaaff-c-dev libnumaaff-c0 libnumaaff-dev)
+fail() { echo "debian.sh: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || fail "needs root to install the packages with dpkg"
+for p in "${packages[@]}"; do
+    ! dpkg -s "$p" >/dev/null 2>&1 || fail "$p is installed already: this test installs and removes its own"
+done
+[ ! -e /usr/include/numaaff ] || fail "/usr/include/numaaff exists: a numaaff installed by hand would hide the packages' files"
+
+rm -rf "$b"
+# Debian's build flags (hardening included; run from the source tree, whose path they map away).
+flags() { (cd "$src" && DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1"); }
+cmake -S "$src" -B "$b" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_INSTALL_PREFIX=/usr -DNUMAAFF_BUILD_TESTS=OFF \
+    -DCMAKE_C_FLAGS="$(flags CFLAGS) $(flags CPPFLAGS)" -DCMAKE_CXX_FLAGS="$(flags CXXFLAGS) $(flags CPPFLAGS)" \
+    -DCMAKE_Fortran_FLAGS="$(flags FFLAGS)" -DCMAKE_EXE_LINKER_FLAGS="$(flags LDFLAGS)" \
+    -DCMAKE_SHARED_LINKER_FLAGS="$(flags LDFLAGS)" >/dev/null
+cmake --build "$b" -j "$jobs" >/dev/null
+(cd "$b" && cpack -G DEB >/dev/null)
+mapfile -t debs < <(ls "$b"/packages/*.deb)
+[ ${#debs[@]} -eq 4 ] || fail "expected 4 packages, got: ${debs[*]}"
+for d in "${debs[@]}"; do
+    echo "== $(basename "$d")"
+    dpkg-deb --field "$d" Package Version Architecture Depends Recommends | sed 's/^/   /'
+done
+
+# lintian: errors and warnings fail; the overrides in the packages explain what is accepted.
+lintian --fail-on error,warning --display-info --no-tag-display-limit "${debs[@]}"
+
+cleanup() { dpkg --purge "${packages[@]}" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+dpkg -i "${debs[@]}"
+for p in "${packages[@]}"; do dpkg -L "$p"; done | sort -u >"$b/installed-files"
+
+work=$b/consumers
+mkdir -p "$work"
+# CMake, the components by name, from /usr only (no hint where numaaff is).
+mpi=OFF
+command -v mpirun >/dev/null && mpirun --version 2>/dev/null | grep -q "Open MPI" && mpi=ON
+ctest --build-and-test "$src/tests/package/components_consumer" "$work/cmake" --build-generator "Unix Makefiles" \
+    --build-options -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON -DNUMAAFF_CONSUMER_MPI=$mpi \
+    --test-command ctest --output-on-failure
+grep -q '^numaaff_DIR:PATH=/usr/lib/.*/cmake/numaaff$' "$work/cmake/CMakeCache.txt" || fail "CMake did not find the packages' numaaff"
+# pkg-config, as a Makefile does it: the default search path only.
+c++ -std=c++17 "$src/tests/package/consumer/main.cpp" $(pkg-config --cflags --libs numaaff) -o "$work/pc_cxx"
+cc "$src/tests/package/consumer/main.c" $(pkg-config --cflags --libs numaaff-c) -o "$work/pc_c"
+gfortran "$src/tests/package/consumer/main.f90" $(pkg-config --cflags --libs numaaff-fortran) -o "$work/pc_fortran"
+for p in pc_cxx pc_c pc_fortran; do "$work/$p" >/dev/null || fail "$p failed"; done
+# The I/O guard preloads from the system's library directory.
+LD_PRELOAD=libnumaaff_ioguard.so sh -c 'echo guarded' | grep -qx guarded || fail "the installed I/O guard does not preload"
+# The tools: on the PATH, with their version, their manual pages.
+version=$(sed -n 's/^Version: //p' /usr/lib/*/pkgconfig/numaaff.pc)
+for t in numaaff-run numaaff-top numaaff-bench numaaff-report-plot; do
+    [ "$(command -v "$t")" = "/usr/bin/$t" ] || fail "$t is not installed in /usr/bin"
+    [ "$("$t" --version)" = "$t $version" ] || fail "$t --version says '$("$t" --version)', not '$t $version'"
+    "$t" --help >/dev/null || fail "$t --help failed"
+    man -w "$t" >/dev/null || fail "no manual page for $t"
+done
+numaaff-run --show | grep -q node || fail "numaaff-run --show"
+numaaff-top --once --interval 0.2 >/dev/null || fail "numaaff-top --once"
+
+trap - EXIT
+dpkg --purge "${packages[@]}"
+left=()
+while read -r f; do
+    [ -d "$f" ] && continue  # shared directories (/usr/bin) stay
+    [ -e "$f" ] || [ -L "$f" ] && left+=("$f")
+done <"$b/installed-files"
+[ ${#left[@]} -eq 0 ] || fail "left after removal: ${left[*]}"
+[ ! -e /usr/include/numaaff ] || fail "/usr/include/numaaff is left after removal"
+echo "debian.sh: 4 packages built, lintian clean, installed, used by CMake, pkg-config, C, C++, Fortran and the tools' users, removed without a trace"
