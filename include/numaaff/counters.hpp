@@ -201,6 +201,7 @@ inline counter_snapshot snapshot() {
  * its segment without stopping it. Every word is validated: a truncated, corrupt or hostile
  * segment, or one of another format version, is an error, never a crash or an out-of-range
  * figure. Thread-safe; allocates; blocks at most about 10 ms while the writer copies.
+ * @param pid the process (any user's: another user's segment is not readable).
  * @param ec ENOENT: `pid` publishes no counters here (not numaaff, NUMAAFF_COUNTERS=off, or
  *        another user's: EACCES); ESRCH: the process is gone (its file is removed when it is
  *        this user's); errc::bad_counter_segment: unreadable content.
@@ -238,7 +239,7 @@ inline counter_snapshot snapshot(long pid) {
 class counter_reader {
  public:
   counter_reader() = default;
-  /// Opens the segment of `pid`. @param ec ENOENT while `pid` publishes nothing (not yet, or
+  /// Opens the segment of `pid`. @param pid the process. @param ec ENOENT while `pid` publishes nothing (not yet, or
   /// never), EACCES for another user's.
   counter_reader(long pid, std::error_code& ec) : pid_(pid) {
     std::string why;

@@ -80,5 +80,7 @@ inline std::error_code make_error_code(errc e) noexcept {
 
 }  // namespace numaaff
 
+/// @cond  std's trait, not numaaff's API (Doxygen cannot place a specialisation in std)
 template <>
 struct std::is_error_code_enum<numaaff::errc> : std::true_type {};
+/// @endcond

@@ -81,6 +81,7 @@ inline node_memory_status node_memory(node_id n) {
  * The bytes process `pid` holds resident on each node (its /proc/PID/numa_maps: every
  * mapping's pages per node, in the mapping's page size). Thread-safe; allocates; the kernel
  * walks the process's page tables (milliseconds for gigabytes).
+ * @param pid the process; 0 is not this process (use getpid()).
  * @param ec ENOENT: no such process; EACCES: not readable by this user.
  */
 inline std::map<node_id, std::uint64_t> process_memory_by_node(long pid, std::error_code& ec) noexcept {
