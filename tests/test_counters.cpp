@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -316,6 +317,19 @@ class HostileSegment : public ::testing::Test {
 TEST_F(HostileSegment, TheForgedImageIsReadWhenItIsWellFormed) {
   write_image();  // the baseline: every case below changes one thing of this
   EXPECT_FALSE(read());
+}
+
+TEST_F(HostileSegment, AWellFormedFileAnotherUserMadeIsRefused) {
+  // /dev/shm is every user's: another user can make a file under the victim's name before or
+  // while it runs. Its figures must not be read as the victim's.
+  if (::geteuid() != 0) GTEST_SKIP() << "making a file owned by another user needs root (CI runs as root)";
+  write_image();
+  ASSERT_EQ(::chown(path_.c_str(), 65534, 65534), 0);  // nobody's, world-readable
+  ASSERT_EQ(::chmod(path_.c_str(), 0644), 0);
+  EXPECT_EQ(read(), numaaff::errc::bad_counter_segment);
+  const std::vector<long> listed = numaaff::counter_processes();
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), victim_->pid), 0);
+  EXPECT_TRUE(exists(path_));  // not this reader's to remove
 }
 
 TEST_F(HostileSegment, TruncatedOrEmpty) {

@@ -1,5 +1,6 @@
-// JSON output of the tools: a string with everything escaped that must be (and every byte
-// outside printable ASCII, since command names need not be UTF-8).
+// Text the tools print that another process wrote (a command name): as a JSON string with
+// everything escaped that must be (and every byte outside printable ASCII, since command names
+// need not be UTF-8), or as terminal text that cannot carry an escape sequence.
 #pragma once
 
 #include <cstdio>
@@ -23,6 +24,16 @@ inline std::string json_string(const std::string& s) {
     }
   }
   return out + "\"";
+}
+
+/// `s` with every byte outside printable ASCII shown as '?': a process may name itself with
+/// control characters, and a terminal would obey them.
+inline std::string terminal_text(std::string s) {
+  for (char& ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f) ch = '?';
+  }
+  return s;
 }
 
 }  // namespace numaaff_tools

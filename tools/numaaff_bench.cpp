@@ -41,6 +41,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <numeric>
 #include <random>
@@ -303,6 +304,32 @@ struct pool_figure {
   double ns;
 };
 
+/// Steal latency, the same shape in every runtime: `run(mark, child, spin)` makes a group,
+/// calls mark(), spawns child into the group, calls spin() and waits for the group. spin()
+/// returns once another thread started the child; the time from mark() to that start is pushed
+/// to `v`. A child nobody else took in 5 s (no other thread free) gives no figure.
+template <class Run>
+void steal_once(std::vector<double>& v, Run run) {
+  std::atomic<std::int64_t> started{0};
+  std::int64_t spawned = 0;
+  std::thread::id spawner, thief;
+  run([&] {
+        spawner = std::this_thread::get_id();
+        spawned = clock_type::now().time_since_epoch().count();
+      },
+      [&] {
+        thief = std::this_thread::get_id();
+        started = clock_type::now().time_since_epoch().count();
+      },
+      [&] {
+        const auto until = clock_type::now() + std::chrono::seconds(5);
+        while (started.load() == 0 && clock_type::now() < until) {
+        }
+      });
+  // A child run by its spawner (a runtime that ran it undeferred) was not stolen: no figure.
+  if (started.load() != 0 && thief != spawner) v.push_back(static_cast<double>(started.load() - spawned));
+}
+
 std::vector<pool_figure> pool_costs(const settings& s) {
   std::vector<pool_figure> out;
   const int reps = s.quick ? 200 : 5000, tasks = s.quick ? 2000 : 100000;
@@ -338,25 +365,20 @@ std::vector<pool_figure> pool_costs(const settings& s) {
     }
     out.push_back({"spawn (per task)", "numaaff", median(v)});
   }
-  {
-    // Steal latency: a task spawns a child and spins; the child is taken by another worker.
+  const int steals = s.quick ? 20 : 200;
+  if (pool.worker_count() > 1) {
     std::vector<double> v;
-    if (pool.worker_count() > 1)
-      for (int r = 0; r < (s.quick ? 20 : 200); ++r) {
-        std::atomic<std::int64_t> started{0};
-        std::int64_t spawned = 0;
-        pool.submit([&] {
+    for (int r = 0; r < steals; ++r)
+      pool.submit([&] {
+            steal_once(v, [&](auto mark, auto child, auto spin) {
               numaaff::task_group g(pool);
-              spawned = clock_type::now().time_since_epoch().count();
-              g.run([&] { started = clock_type::now().time_since_epoch().count(); });
-              const auto until = clock_type::now() + std::chrono::seconds(5);
-              while (started.load() == 0 && clock_type::now() < until) {
-              }
+              mark();
+              g.run(child);
+              spin();
               g.wait();
-            })
-            .get();
-        if (started.load() != 0) v.push_back(static_cast<double>(started.load() - spawned));
-      }
+            });
+          })
+          .get();
     if (!v.empty()) out.push_back({"steal latency (first thief)", "numaaff", median(v)});
   }
 #if defined(NUMAAFF_BENCH_TBB)
@@ -379,6 +401,37 @@ std::vector<pool_figure> pool_costs(const settings& s) {
     });
     out.push_back({"fork-join over all workers", "oneTBB", median(fj)});
     out.push_back({"spawn (per task)", "oneTBB", median(sp)});
+    // A task handed to the arena's workers and waited for from outside, as submit().get().
+    std::vector<double> rt;
+    for (int r = 0; r < s.repeats(); ++r) {
+      const auto t0 = clock_type::now();
+      for (int i = 0; i < reps; ++i) {
+        std::promise<void> done;
+        arena.enqueue([&] { done.set_value(); });
+        done.get_future().wait();
+      }
+      rt.push_back(per(seconds_since(t0), reps));
+    }
+    out.push_back({"submit round trip", "oneTBB", median(rt)});
+    if (arena.max_concurrency() > 1) {
+      std::vector<double> st;
+      arena.execute([&] {
+        tbb::task_group outer;
+        for (int r = 0; r < steals; ++r) {
+          outer.run([&] {
+            steal_once(st, [](auto mark, auto child, auto spin) {
+              tbb::task_group g;
+              mark();
+              g.run(child);
+              spin();
+              g.wait();
+            });
+          });
+          outer.wait();
+        }
+      });
+      if (!st.empty()) out.push_back({"steal latency (first thief)", "oneTBB", median(st)});
+    }
   }
 #endif
 #if defined(NUMAAFF_BENCH_OPENMP)
@@ -408,6 +461,22 @@ std::vector<pool_figure> pool_costs(const settings& s) {
     }
     out.push_back({"fork-join over all workers", "OpenMP", median(fj)});
     out.push_back({"spawn (per task)", "OpenMP", median(sp)});
+    // The spawning thread spins in its task; the team's other threads wait at the end of the
+    // single construct, where they run queued tasks.
+    std::vector<double> st;
+    if (omp_get_max_threads() > 1)
+      for (int r = 0; r < steals; ++r) {
+#pragma omp parallel
+#pragma omp single
+        steal_once(st, [](auto mark, auto child, auto spin) {
+          mark();
+#pragma omp task untied
+          child();
+          spin();
+#pragma omp taskwait
+        });
+      }
+    if (!st.empty()) out.push_back({"steal latency (first thief)", "OpenMP", median(st)});
   }
 #endif
   return out;
@@ -430,6 +499,18 @@ std::string kernel_release() {
 
 int report(const settings& s);
 
+/// The runtimes this build measures the pool against, as JSON strings.
+std::string baselines() {
+  std::string out;
+#if defined(NUMAAFF_BENCH_TBB)
+  out += "\"oneTBB\"";
+#endif
+#if defined(NUMAAFF_BENCH_OPENMP)
+  out += std::string(out.empty() ? "" : ",") + "\"OpenMP\"";
+#endif
+  return out;
+}
+
 int usage(FILE* to, int status) {
   std::fprintf(to,
                "usage: numaaff-bench [--quick] [--json FILE] [--plot DIR]\n"
@@ -437,7 +518,7 @@ int usage(FILE* to, int status) {
                "  thread-pool costs; prints a table (and writes JSON and PNG plots)\n"
                "  --quick      small buffers and few repetitions (a check that it runs, not figures)\n"
                "  --json FILE  write everything as JSON\n"
-               "  --plot DIR   draw the latency and bandwidth matrices as PNG (needs gnuplot)\n"
+               "  --plot DIR   draw every section into DIR/numaaff-bench.png (needs gnuplot)\n"
                "  --help, --version\n");
   return status;
 }
@@ -502,7 +583,7 @@ int report(const settings& s) {
   std::printf("%s\n", topo.to_string().c_str());
   std::string j = "{\"format\":1,\"version\":" + numaaff_tools::json_string(numaaff::version()) +
                   ",\"kernel\":" + numaaff_tools::json_string(kernel_release()) + ",\"virtual\":" + (vm ? "true" : "false") +
-                  ",\"quick\":" + (s.quick ? "true" : "false") + ",\"topology\":{\"nodes\":[";
+                  ",\"quick\":" + (s.quick ? "true" : "false") + ",\"baselines\":[" + baselines() + "],\"topology\":{\"nodes\":[";
   for (std::size_t k = 0; k < mem_nodes.size(); ++k) {
     const node_id n = mem_nodes[k];
     j += std::string(k ? "," : "") + "{\"node\":" + std::to_string(n) + ",\"cpus\":" + std::to_string(topo.cpus_of(n).size()) +
@@ -534,7 +615,7 @@ int report(const settings& s) {
 
   // bandwidth
   j += ",\"bandwidth\":[";
-  std::map<std::pair<node_id, node_id>, double> read_best;
+  std::map<stream_kind, std::map<std::pair<node_id, node_id>, double>> best_of;  // for the plots
   bool first_bw = true;
   for (stream_kind k : {stream_kind::read, stream_kind::write, stream_kind::copy}) {
     std::printf("\nbandwidth, %s, GB/s at the best thread count (threads that reach 95%% of it)\n%8s", name_of(k), "");
@@ -556,7 +637,7 @@ int report(const settings& s) {
             saturating = counts[c];
             break;
           }
-        if (k == stream_kind::read) read_best[{a, m}] = best;
+        best_of[k][{a, m}] = best;
         std::printf(" %8.2f (%d)", best, saturating);
         j += std::string(first_bw ? "" : ",") + "{\"kind\":\"" + name_of(k) + "\",\"cpu_node\":" + std::to_string(a) +
              ",\"memory_node\":" + std::to_string(m) + ",\"gbs\":" + std::to_string(best) +
@@ -624,23 +705,54 @@ int report(const settings& s) {
     std::fclose(f);
   }
   if (!s.plot.empty()) {
-    // Two heat maps: latency and read bandwidth, CPU node against memory node.
-    const std::string data = s.plot + "/matrices.dat";
-    std::FILE* f = std::fopen(data.c_str(), "w");
-    if (f == nullptr) {
-      std::fprintf(stderr, "numaaff-bench: %s: %s\n", data.c_str(), std::strerror(errno));
+    // Every section: the four matrices as heat maps (CPU node against memory node), then
+    // move_pages by batch, next touch by chunk and the pool's costs by runtime.
+    std::string failed;
+    auto write_data = [&](const std::string& name, const std::string& text) {
+      const std::string path = s.plot + "/" + name;
+      std::FILE* f = std::fopen(path.c_str(), "w");
+      if (f == nullptr || std::fputs(text.c_str(), f) < 0) failed = path + ": " + std::strerror(errno);
+      if (f != nullptr) std::fclose(f);
+      return path;
+    };
+    std::string m, mv, tc, pl;
+    char line[256];
+    for (const auto& [key, ns] : lat) {
+      std::snprintf(line, sizeof line, "%d %d %.3f %.3f %.3f %.3f\n", key.first, key.second, ns, best_of[stream_kind::read][key],
+                    best_of[stream_kind::write][key], best_of[stream_kind::copy][key]);
+      m += line;
+    }
+    for (const move_figure& f : mp)
+      if (f.error == 0) mv += std::to_string(f.batch) + " " + std::to_string(f.pages_per_s) + "\n";
+    for (const touch_figure& f : nt)
+      tc += std::to_string(f.chunk_pages) + " " + std::to_string(f.numaaff_us_per_page) + " " + std::to_string(f.minimal_us_per_page) + "\n";
+    for (const pool_figure& f : pf) pl += "\"" + f.what + ", " + f.runtime + "\" " + std::to_string(f.ns) + "\n";
+    const std::string data = write_data("matrices.dat", m), moves = write_data("move_pages.dat", mv.empty() ? "1 0\n" : mv),
+                      touch = write_data("next_touch.dat", tc), pool_data = write_data("pool.dat", pl);
+    if (!failed.empty()) {
+      std::fprintf(stderr, "numaaff-bench: %s\n", failed.c_str());
       return 1;
     }
-    for (const auto& [key, ns] : lat) std::fprintf(f, "%d %d %.3f %.3f\n", key.first, key.second, ns, read_best[key]);
-    std::fclose(f);
-    const std::string script = "set terminal pngcairo size 1000,450 noenhanced\nset output '" + s.plot +
-                               "/numaaff-bench.png'\nset multiplot layout 1,2 title 'numaaff-bench: " + kernel_release() +
-                               (vm ? " (virtual machine: emulated timings)" : "") +
-                               "'\nset xlabel 'memory node'\nset ylabel 'CPU node'\nset xtics 1\nset ytics 1\nunset key\n"
-                               "set offsets 0.5, 0.5, 0.5, 0.5\nset style fill solid\n"
-                               "set title 'latency (ns)'\nplot '" + data + "' using 2:1:(0.5):(0.5):3 with boxxyerror palette, '' using 2:1:(sprintf('%.0f',$3)) with labels\n"
-                               "set title 'read bandwidth (GB/s)'\nplot '" + data + "' using 2:1:(0.5):(0.5):4 with boxxyerror palette, '' using 2:1:(sprintf('%.1f',$4)) with labels\n"
-                               "unset multiplot\n";
+    auto heat = [&](const char* title, int column, const char* fmt) {
+      return std::string("set title '") + title + "'\nplot '" + data + "' using 2:1:(0.5):(0.5):" + std::to_string(column) +
+             " with boxxyerror palette, '' using 2:1:(sprintf('" + fmt + "',$" + std::to_string(column) + ")) with labels\n";
+    };
+    const std::string script =
+        "set terminal pngcairo size 1600,900 noenhanced\nset output '" + s.plot + "/numaaff-bench.png'\n"
+        "set multiplot layout 2,4 title 'numaaff-bench: " + kernel_release() + (vm ? " (virtual machine: emulated timings)" : "") +
+        "'\nset xlabel 'memory node'\nset ylabel 'CPU node'\nset xtics 1\nset ytics 1\nunset key\n"
+        "set offsets 0.5, 0.5, 0.5, 0.5\nset style fill solid\n" +
+        heat("latency (ns)", 3, "%.0f") + heat("read bandwidth (GB/s)", 4, "%.1f") + heat("write bandwidth (GB/s)", 5, "%.1f") +
+        heat("copy bandwidth (GB/s)", 6, "%.1f") +
+        "set offsets 0, 0, 0, 0\nset logscale x 2\nset xtics auto\nset ytics auto\nset key top left\n"
+        "set title 'move_pages'\nset xlabel 'pages per call'\nset ylabel 'pages/s'\n"
+        "plot '" + moves + "' using 1:2 with linespoints title 'pages/s'\n"
+        "set title 'next touch'\nset xlabel 'chunk (pages)'\nset ylabel 'us per page'\n"
+        "plot '" + touch + "' using 1:2 with linespoints title 'numaaff', '' using 1:3 with linespoints title 'minimal'\n"
+        "unset logscale x\nset logscale y\nunset key\nset title 'thread pool (ns per operation)'\nset xlabel ''\nset ylabel 'ns'\n"
+        "set style data histograms\nset boxwidth 0.8\nset xtics rotate by -40 font ',8'\n"
+        "plot '" + pool_data + "' using 2:xtic(1)\n"
+        "unset multiplot\n";
     std::FILE* g = ::popen("gnuplot", "w");
     if (g == nullptr || std::fputs(script.c_str(), g) < 0 || ::pclose(g) != 0) {
       std::fprintf(stderr, "numaaff-bench: gnuplot failed (is it installed?)\n");

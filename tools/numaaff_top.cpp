@@ -319,10 +319,10 @@ std::string kind_text(const node_row& r) {
 std::vector<std::string> text_lines(const frame& f) {
   std::vector<std::string> lines;
   char buf[512];
-  std::snprintf(buf, sizeof buf, "numaaff-top %s  %s  kernel numa_pages_migrated %s/s", numaaff::version(), f.target.c_str(),
-                number(f.kernel_migrated_per_s).c_str());
+  std::snprintf(buf, sizeof buf, "numaaff-top %s  %s  kernel numa_pages_migrated %s/s", numaaff::version(),
+                numaaff_tools::terminal_text(f.target).c_str(), number(f.kernel_migrated_per_s).c_str());
   lines.emplace_back(buf);
-  if (!f.status.empty()) lines.push_back("  " + f.status);
+  if (!f.status.empty()) lines.push_back("  " + numaaff_tools::terminal_text(f.status));
   std::snprintf(buf, sizeof buf, "%4s %-14s %4s %6s %9s %8s %8s %6s %7s %10s %6s %9s %10s %9s", "NODE", "KIND", "CPUS", "CPU%",
                 "TASKS/s", "STEALin", "STEALout", "BUSY%", "QUEUED", "PROC_MiB", "SHARE%", "MOVED/s", "FREE_MiB", "HUGE2M");
   lines.emplace_back(buf);

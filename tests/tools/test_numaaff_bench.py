@@ -3,7 +3,7 @@
 the table, the JSON (parsed by Python) of the shape the README documents, the PNG plot, and
 bad usage. Figures are not judged here (--quick is too short for them); their shape is.
 
-usage: test_numaaff_bench.py NUMAAFF_BENCH
+usage: test_numaaff_bench.py NUMAAFF_BENCH [BASELINE...]   (the runtimes the build measures beside numaaff)
 Prints 'N passed, N failed' and exits non-zero on any failure."""
 import json
 import os
@@ -12,6 +12,7 @@ import sys
 import tempfile
 
 BENCH = sys.argv[1]
+EXPECTED_BASELINES = sys.argv[2:]
 results = {"passed": 0, "failed": 0}
 
 
@@ -47,8 +48,17 @@ with tempfile.TemporaryDirectory() as tmp:
     check(all((b["pages_per_s"] or 0) > 0 or "refused" in b for b in d["move_pages"]["batches"]), "move_pages throughput")
     check([t["chunk_pages"] for t in d["next_touch"]] == [1, 16, 128], "next-touch chunk sizes")
     check(all(t["numaaff_us_per_page"] > 0 and t["minimal_us_per_page"] > 0 for t in d["next_touch"]), "next-touch costs")
+    check(d["kernel"] == " ".join([os.uname().sysname, os.uname().release, os.uname().machine]), f"kernel {d['kernel']!r}")
+    check(sorted(d["baselines"]) == sorted(EXPECTED_BASELINES), f"baselines {d['baselines']} != {EXPECTED_BASELINES}")
     runtimes = {(p["what"], p["runtime"]) for p in d["pool"]}
-    check(("spawn (per task)", "numaaff") in runtimes and ("fork-join over all workers", "numaaff") in runtimes, f"pool rows {runtimes}")
+    check(all(p["ns"] > 0 for p in d["pool"]), f"a pool figure that is not positive: {d['pool']}")
+    two_cpus = os.cpu_count() > 1 and len(os.sched_getaffinity(0)) > 1
+    for runtime in ["numaaff"] + EXPECTED_BASELINES:
+        rows = ["spawn (per task)", "fork-join over all workers"]
+        rows += ["submit round trip"] if runtime != "OpenMP" else []
+        rows += ["steal latency (first thief)"] if two_cpus else []
+        for what in rows:
+            check((what, runtime) in runtimes, f"no '{what}' row for {runtime}: {sorted(runtimes)}")
     png = os.path.join(tmp, "numaaff-bench.png")
     check(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "no PNG plot")
 

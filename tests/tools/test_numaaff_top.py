@@ -45,9 +45,9 @@ def top_json(*args):
 class Target:
     """top_target MIB NODE, until stop()."""
 
-    def __init__(self, mib=8, node=None):
+    def __init__(self, mib=8, node=None, program=TARGET):
         node = node if node is not None else online_nodes()[0]
-        self.p = subprocess.Popen([TARGET, str(mib), str(node)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen([program, str(mib), str(node)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         words = self.p.stdout.readline().split()
         assert words and words[0] == "ready", words
         self.addr, self.bytes, self.workers = int(words[1], 16), int(words[2]), int(words[3])
@@ -172,7 +172,11 @@ try:
             subprocess.run(["tmux", "resize-window", "-t", s, "-x", "70", "-y", "20"], check=True)
             time.sleep(1.0)
             text = screen()
-            check(all(len(l) <= 70 for l in text.splitlines()), f"lines wider than the 70-column window:\n{text}")
+            # The column header (130 characters) is cut at the window's width, not wrapped by
+            # the terminal: a wrapped one would leave its right half on the next line.
+            header = next((l for l in text.splitlines() if l.lstrip().startswith("NODE")), "")
+            check(len(header.rstrip()) == 70, f"column header not cut at 70 columns:\n{text}")
+            check("FREE_MiB" not in text and "HUGE2M" not in text, f"the header's right half was drawn:\n{text}")
             check(any(l.startswith("numaaff-top") for l in text.splitlines()), f"nothing drawn after the resize:\n{text}")
             subprocess.run(["tmux", "send-keys", "-t", s, "s"], check=True)
             time.sleep(0.7)
@@ -210,6 +214,17 @@ c = Target(mib=1)
 r = top("--pid", str(c.pid), "--interval", "0.3", "--count", "2")
 c.stop()
 check(r.returncode == 0 and "\x1b" not in r.stdout and r.stdout.count("NODE") == 2, f"to a pipe:\n{r.stdout!r}")
+
+# ---- a command name with control characters reaches the terminal as plain text ------------
+odd_dir = tempfile.mkdtemp()
+odd = os.path.join(odd_dir, "t\x1b[2J\x07x")  # clears the screen and rings, if printed raw
+os.symlink(os.path.abspath(TARGET), odd)
+d = Target(mib=1, program=odd)
+r = top("--pid", str(d.pid), "--interval", "0.3", "--count", "1")
+d.stop()
+shutil.rmtree(odd_dir)
+check(r.returncode == 0 and "t?[2J?x" in r.stdout, f"the odd command name is not shown as text:\n{r.stdout!r}")
+check("\x1b" not in r.stdout and "\x07" not in r.stdout, f"control characters reached the terminal:\n{r.stdout!r}")
 
 # ---- not numaaff's, gone, forged -------------------------------------------------------------
 sleeper = subprocess.Popen(["sleep", "60"])

@@ -127,6 +127,17 @@ inline bool segment_owner_alive(long pid, std::uint64_t start_time) {
   return now != 0 && now == start_time;
 }
 
+/// Was the segment file (`st`) made by the owner of process `pid`? The directory is shared by
+/// every user (/dev/shm), so another user can make a well-formed file under any pid's name:
+/// its figures must never be read as that process's. A process that is gone has no owner to
+/// ask: only the reader's own files (a launcher's child's last image) are read then.
+inline bool segment_made_by_its_process_owner(const struct stat& st, long pid) {
+  struct stat proc {};
+  const std::string dir = "/proc/" + std::to_string(pid);
+  if (::stat(dir.c_str(), &proc) == 0) return st.st_uid == proc.st_uid;
+  return st.st_uid == ::geteuid();
+}
+
 /// Creates this process's segment file (O_EXCL; a file of the same name left by an earlier
 /// process with this pid, or by this process before an exec, is removed first when it is
 /// ours). @return the descriptor, or -1 with `why`.
@@ -362,6 +373,8 @@ inline bool read_open_segment(int fd, const std::string& path, long pid, bool al
   if (!S_ISREG(st.st_mode) || st.st_size < static_cast<off_t>(image::header_words * 8) ||
       static_cast<std::uint64_t>(st.st_size) > limit || st.st_size % 8 != 0)
     return bad("not a regular file of a plausible size");
+  if (!segment_made_by_its_process_owner(st, pid))
+    return bad("made by uid " + std::to_string(st.st_uid) + ", not by the owner of process " + std::to_string(pid));
   auto read_all = [&](void* to, std::size_t n, off_t at) {
     std::size_t done = 0;
     while (done < n) {
