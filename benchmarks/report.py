@@ -1,0 +1,306 @@
+#!/usr/bin/env python3
+"""report.py: run numaaff's benchmarks and write their current figures into benchmarks/README.md.
+
+Every benchmark binary prints the machine it ran on and a `ratios (same run):` block, one line
+per speed target (`label  value  target  met|MISSED`). This script runs each benchmark of the
+list below the given number of times, with every variant (an allocator preloaded in place of
+malloc, say), and replaces the text between the README's markers
+
+    <!-- report NAME: begin -->  ...  <!-- report NAME: end -->
+
+with the machine, the date and commit, the host's load before the runs, the exact commands and
+one table: each target's ratio in every run, per variant, and how many runs met it. The prose
+around the markers (what a benchmark measures, why a target is missed) is written by hand;
+the figures are only ever this script's, so the README holds current figures, not a history.
+
+    benchmarks/report.py --build build/gcc-17            # all benchmarks, 3 runs each (quiet host!)
+    benchmarks/report.py --build build/gcc-17 --only bench_allocator --runs 5
+    benchmarks/report.py --build build/gcc-17 --smoke --output /tmp/README.md   # CI: shape only
+
+A section whose benchmark printed no ratio, or a marker missing from the README, fails the run
+(exit 1): the README would otherwise keep stale figures silently.
+"""
+
+import argparse
+import datetime
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+
+# The allocators the heap by kind is measured against (Debian's packages, see scripts/setup.sh).
+ALLOCATORS = [
+    ("glibc", None),
+    ("mimalloc", LIBDIR + "/libmimalloc.so.2"),
+    ("jemalloc", LIBDIR + "/libjemalloc.so.2"),
+    ("tcmalloc", LIBDIR + "/libtcmalloc_minimal.so.4"),
+]
+
+REPS = ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=true",
+        "--benchmark_report_aggregates_only=true"]
+
+# name: the README marker and the binary in <build>/benchmarks; args: the measured command's
+# arguments; variants: (column, environment) pairs, each run as its own command; smoke: the
+# arguments of CI's quick run (tiny times, a filter), which checks the shape, not the figures.
+SECTIONS = [
+    {
+        "name": "bench_allocator",
+        "args": ["--benchmark_filter=bm_malloc|bm_kind|resident|handoff|realloc|large",
+                 "--benchmark_min_time=0.2", "--benchmark_repetitions=3",
+                 "--benchmark_report_aggregates_only=true"],
+        "variants": [(name, {"LD_PRELOAD": lib} if lib else {}) for name, lib in ALLOCATORS],
+        "smoke": ["--benchmark_filter=(bm_malloc|bm_kind_local)/64/", "--benchmark_min_time=0.01"],
+    },
+    {
+        "name": "bench_node_resource",
+        "binary": "bench_allocator",
+        "args": ["--benchmark_filter=bm_malloc|bm_node|bm_numa_alloc", "--benchmark_min_time=0.2"] + REPS,
+        "smoke": ["--benchmark_filter=(bm_malloc|bm_node_resource)/64/", "--benchmark_min_time=0.01"],
+    },
+    {
+        "name": "bench_dataflow",
+        "args": ["--benchmark_repetitions=3", "--benchmark_enable_random_interleaving=true",
+                 "--benchmark_report_aggregates_only=true"],
+        "smoke": ["--benchmark_min_time=0.01"],
+    },
+    {
+        "name": "bench_thread_pool",
+        "args": REPS,
+        "smoke": ["--benchmark_min_time=0.01"],
+    },
+    {
+        "name": "bench_memory",
+        "args": ["--benchmark_min_time=0.3"] + REPS,
+        "smoke": ["--benchmark_filter=16384", "--benchmark_min_time=0.01"],
+    },
+    {
+        "name": "bench_next_touch",
+        "args": ["--benchmark_filter=^bm_((next_touch|minimal_next_touch|reprotect|raw_move_pages)/(1|16|256)"
+                 "|naive_per_page/(1|16))/process_time",
+                 "--benchmark_min_time=0.2", "--benchmark_repetitions=15",
+                 "--benchmark_enable_random_interleaving=true", "--benchmark_report_aggregates_only=true"],
+        "smoke": ["--benchmark_filter=/1/", "--benchmark_min_time=0.01"],
+    },
+    # In the 4-node guest (TCG: placements real, timings emulated), with --vm.
+    {
+        "name": "bench_thread_pool-vm",
+        "binary": "bench_thread_pool",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "args": ["--benchmark_filter=tasks|fib|fork_join/", "--benchmark_repetitions=3",
+                 "--benchmark_enable_random_interleaving=true", "--benchmark_report_aggregates_only=true"],
+        "smoke": ["--benchmark_filter=fork_join/numaaff", "--benchmark_min_time=0.01"],
+    },
+    {
+        "name": "bench_memory-vm",
+        "binary": "bench_memory",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "args": ["--benchmark_filter=move", "--benchmark_min_time=0.3", "--benchmark_repetitions=3",
+                 "--benchmark_report_aggregates_only=true"],
+        "smoke": ["--benchmark_filter=move.*/4096/", "--benchmark_min_time=0.01"],
+    },
+    {
+        "name": "bench_io_guard",
+        "args": ["--benchmark_min_time=0.2"] + REPS,
+        "variants": [("", {"LD_PRELOAD": "{build}/libnumaaff_ioguard.so"})],
+        "smoke": ["--benchmark_min_time=0.01"],
+    },
+]
+
+RATIO = re.compile(r"^\s+(?P<label>.*?)\s+(?P<value>-?[0-9.]+)(?P<unit>x|ns)\s+target (?P<op>>=|<=) "
+                   r"(?P<target>[0-9.]+)(?:x|ns)\s+(?P<verdict>met|MISSED)\s*$")
+CONTEXT = re.compile(r"^numaaff benchmark on (.*)$")
+
+
+# A benchmark names the malloc it ran against (a variant's preloaded one) in its labels: in a
+# table whose columns are the variants, the row is the same target whatever the column.
+MALLOC_NAME = re.compile(r"malloc of \S+?\.so(\.\d+)*|glibc malloc")
+
+
+def parse(output):
+    """The context line and the ratios, in the order printed, of one benchmark's output. Each
+    ratio's key is its label, the malloc's name made generic, and how often that label came
+    before in this output: a label such as "the same, process CPU time" follows several rows."""
+    context, ratios, in_block, seen = None, [], False, {}
+    for line in output.splitlines():
+        m = CONTEXT.match(line)
+        if m:
+            context = m.group(1)
+        if line.startswith("ratios (same run):"):
+            in_block = True
+            continue
+        if in_block:
+            m = RATIO.match(line)
+            if m:
+                r = m.groupdict()
+                r["label"] = MALLOC_NAME.sub("malloc", r["label"])
+                seen[r["label"]] = seen.get(r["label"], 0) + 1
+                r["key"] = (r["label"], seen[r["label"]])
+                ratios.append(r)
+    return context, ratios
+
+
+def machine():
+    """The CPU model, the CPU count and whether the kernel says it runs under a hypervisor."""
+    model, hypervisor = "unknown CPU", False
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith("model name") and model == "unknown CPU":
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags") and " hypervisor" in line:
+                hypervisor = True
+    return f"{model}, {os.cpu_count()} CPUs" + (", virtual machine" if hypervisor else "")
+
+
+def load():
+    with open("/proc/loadavg", encoding="utf-8") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def busiest_other_process():
+    """The process other than this run using the most CPU now: the quiet-host check's evidence."""
+    out = subprocess.run(["ps", "-eo", "pid,ppid,pcpu,comm", "--sort=-pcpu", "--no-headers"],
+                         capture_output=True, text=True, check=False).stdout
+    me = {str(os.getpid()), str(os.getppid())}
+    for line in out.splitlines():
+        pid, ppid, pcpu, comm = (line.split(None, 3) + ["", "", "", ""])[:4]
+        if pid not in me and ppid not in me and comm != "ps":
+            return f"{comm} at {pcpu}% CPU"
+    return "none"
+
+
+def commit():
+    r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
+    return r.stdout.strip() or "unknown"
+
+
+def command_line(env, argv, build):
+    shown = [os.path.relpath(a, ROOT) if a.startswith(build) else a for a in argv]
+    prefix = " ".join(f"{k}={os.path.relpath(v, ROOT) if v.startswith(build) else v}" for k, v in env.items())
+    return (prefix + " " if prefix else "") + " ".join(shlex.quote(a) for a in shown)
+
+
+def run_section(section, build, runs, smoke):
+    """Runs every variant `runs` times; returns (commands, contexts, {variant: [ratios per run]})."""
+    binary = os.path.join(build, "benchmarks", section.get("binary", section["name"]))
+    if not os.access(binary, os.X_OK):
+        raise SystemExit(f"report.py: {binary} is not built")
+    args = (section["smoke"] + ["--benchmark_color=false"]) if smoke else section["args"]
+    variants = section.get("variants", [("", {})])
+    commands, contexts, results = [], set(), {name: [] for name, _ in variants}
+    for _ in range(runs):
+        for name, extra in variants:
+            env_extra = {k: v.format(build=build) for k, v in extra.items()}
+            argv = [binary] + args
+            if "vm" in section:  # the binary is copied into the guest and run by name there
+                argv = ([os.path.join(ROOT, "tests", "vm", "numaaff-vm")] + section["vm"] + ["--add", binary]
+                        + [a for k, v in env_extra.items() for a in ("--env", f"{k}={v}")] + ["--", os.path.basename(binary)] + args)
+                env_extra = {}
+            if len(commands) < len(variants):
+                commands.append(command_line(env_extra, argv, build))
+            p = subprocess.run(argv, env={**os.environ, **env_extra}, capture_output=True, text=True, check=False)
+            if p.returncode != 0:
+                sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
+                raise SystemExit(f"report.py: {section['name']} {name} exited with {p.returncode}")
+            context, ratios = parse(p.stdout)
+            if not ratios:
+                sys.stderr.write(p.stdout[-4000:])
+                raise SystemExit(f"report.py: {section['name']} {name} printed no ratio")
+            contexts.add(context or "unknown machine")
+            results[name].append(ratios)
+    return commands, sorted(contexts), results
+
+
+def cell(values, unit):
+    """Every run's figure, in the order they ran: the spread is part of the figure."""
+    fmt = "{:.0f} ns" if unit == "ns" else "{:.2f}x"
+    return ", ".join(fmt.format(v) for v in values)
+
+
+def render(section, commands, contexts, results, runs, before):
+    variants = [name for name, _ in section.get("variants", [("", {})])]
+    keys, targets = [], {}
+    for name in variants:
+        for ratios in results[name]:
+            for r in ratios:
+                if r["key"] not in targets:
+                    keys.append(r["key"])
+                    targets[r["key"]] = f"{r['op']} {r['target']}{'ns' if r['unit'] == 'ns' else 'x'}"
+    lines = [
+        f"Generated by `benchmarks/report.py` on {datetime.date.today().isoformat()}, commit {commit()}: "
+        f"{runs} run(s) of each command below, one after the other.",
+        "",
+        f"- machine: {machine()}; {'; '.join(contexts)}",
+        f"- before the runs: load average {before['load']}; busiest other process: {before['busiest']}",
+        "- command" + ("s" if len(commands) > 1 else "") + ":",
+        "",
+        "```",
+    ]
+    lines += commands
+    lines += ["```", ""]
+    multi = len(variants) > 1
+    header = ["target"] + ([f"{v} (runs)" for v in variants] if multi else ["ratio (runs)"]) + ["met"]
+    lines.append("| " + " | ".join(["ratio, same run"] + header) + " |")
+    lines.append("|" + "---|" * (len(header) + 1))
+    for key in keys:
+        cells, met, total = [], 0, 0
+        for name in variants:
+            values, unit = [], "x"
+            for ratios in results[name]:
+                for r in ratios:
+                    if r["key"] == key:
+                        values.append(float(r["value"]))
+                        unit = r["unit"]
+                        total += 1
+                        met += r["verdict"] == "met"
+            cells.append(cell(values, unit) if values else "-")
+        lines.append("| " + " | ".join([key[0].replace("|", "\\|"), targets[key]] + cells + [f"{met} of {total}"]) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def replace_block(text, name, body):
+    begin, end = f"<!-- report {name}: begin -->", f"<!-- report {name}: end -->"
+    i, j = text.find(begin), text.find(end)
+    if i < 0 or j < i:
+        raise SystemExit(f"report.py: the README has no '{begin}' ... '{end}' pair")
+    return text[: i + len(begin)] + "\n" + body + text[j:]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build", "gcc-17"), help="a build with -DNUMAAFF_BUILD_BENCHMARKS=ON")
+    ap.add_argument("--runs", type=int, default=3, help="runs of each command (default 3)")
+    ap.add_argument("--only", action="append", default=[], help="this section only (repeatable)")
+    ap.add_argument("--readme", default=os.path.join(ROOT, "benchmarks", "README.md"))
+    ap.add_argument("--output", help="write here instead of over --readme")
+    ap.add_argument("--smoke", action="store_true", help="tiny runs: checks that every section renders (CI)")
+    ap.add_argument("--vm", action="store_true", help="also the sections run in the emulated 4-node guest (slow)")
+    opts = ap.parse_args()
+    if opts.runs < 1:
+        ap.error("--runs must be at least 1")
+    build = os.path.abspath(opts.build)
+    known = {s["name"] for s in SECTIONS}
+    for name in opts.only:
+        if name not in known:
+            ap.error(f"--only {name}: not one of {', '.join(sorted(known))}")
+    with open(opts.readme, encoding="utf-8") as f:
+        text = f.read()
+    for section in SECTIONS:
+        if opts.only and section["name"] not in opts.only:
+            continue
+        if "vm" in section and not (opts.vm or section["name"] in opts.only):
+            continue
+        before = {"load": load(), "busiest": busiest_other_process()}
+        print(f"report.py: {section['name']} ({opts.runs} run(s); load {before['load']})", flush=True)
+        commands, contexts, results = run_section(section, build, opts.runs, opts.smoke)
+        text = replace_block(text, section["name"], render(section, commands, contexts, results, opts.runs, before))
+    with open(opts.output or opts.readme, "w", encoding="utf-8") as f:
+        f.write(text)
+    print(f"report.py: wrote {opts.output or opts.readme}")
+
+
+if __name__ == "__main__":
+    main()
