@@ -1,8 +1,9 @@
 // The live counters on several nodes (inside the rig): pages that move_to and next-touch moved
 // are counted on the node they went to, as a raw move_pages query finds them; tasks a node's
 // workers took from another node are counted in on the thief's node, out on the victim's and
-// in the matrix, as sched_getcpu saw them run; and numaaff-top --once --json, run against a
-// child process, reports its block on the right node and its workers, per the same raw query.
+// in the matrix, as sched_getcpu saw them run; numaaff-top --once --json, run against a child
+// process, reports its block on the right node and its workers, per the same raw query, and
+// against the AMR example what the kernel's numa_maps holds; numaaff-bench runs.
 #include <numaaff/numaaff.hpp>
 
 #include "../common/numa_test.hpp"
@@ -11,7 +12,10 @@
 #include "../common/scratch.hpp"
 
 #include <gtest/gtest.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +26,8 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -193,6 +199,135 @@ TEST(CountersNuma, NumaaffTopReportsAChildsBlockAndWorkersWhereARawQueryFindsThe
     all_workers += std::max(0.0, json_field(out, n, "workers"));
   }
   EXPECT_EQ(all_workers, static_cast<double>(workers)) << out;
+  std::printf("%s", out.c_str());
+}
+#endif
+
+#if defined(NUMAAFF_TOP) && defined(NUMAAFF_AMR)
+/// The text after "key": in the JSON object of node `n` of numaaff-top's output, up to the next
+/// ',' or '}' ("true", "null", a number), or "" when absent.
+std::string json_token(const std::string& json, node_id n, const std::string& key) {
+  const std::size_t at = json.find("{\"node\":" + std::to_string(n) + ",");
+  if (at == std::string::npos) return "";
+  const std::size_t k = json.find("\"" + key + "\":", at);
+  if (k == std::string::npos || k > json.find('}', at)) return "";
+  const std::size_t from = k + key.size() + 3;
+  return json.substr(from, json.find_first_of(",}", from) - from);
+}
+
+/// The process's resident bytes per node, as its numa_maps says: N<node>=<pages> on each line,
+/// in pages of that line's kernelpagesize_kB.
+std::map<node_id, double> numa_maps_bytes(pid_t pid) {
+  std::map<node_id, double> out;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/numa_maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string word;
+    std::map<node_id, double> pages;
+    double page_kib = 4;
+    while (words >> word) {
+      int node = -1;
+      unsigned long n = 0;
+      if (std::sscanf(word.c_str(), "N%d=%lu", &node, &n) == 2) pages[node] += static_cast<double>(n);
+      if (std::sscanf(word.c_str(), "kernelpagesize_kB=%lu", &n) == 1) page_kib = static_cast<double>(n);
+    }
+    for (const auto& [node, count] : pages) out[node] += count * page_kib * 1024;
+  }
+  return out;
+}
+
+/// The kernel's memory tier of `node` (the N of /sys/devices/virtual/memory_tiering/memory_tierN
+/// whose nodelist holds it), or -1: read here with no numaaff code.
+int kernel_tier_of(node_id node) {
+  const std::string dir = "/sys/devices/virtual/memory_tiering";
+  std::vector<int> tiers;  // the kernel numbers them by abstract distance: 4, 67, ...
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (const dirent* e = ::readdir(d))
+      if (std::strncmp(e->d_name, "memory_tier", 11) == 0) tiers.push_back(std::atoi(e->d_name + 11));
+    ::closedir(d);
+  }
+  for (int tier : tiers) {
+    std::ifstream in(dir + "/memory_tier" + std::to_string(tier) + "/nodelist");
+    std::string list;
+    if (!(in >> list)) continue;
+    for (std::size_t at = 0; at < list.size();) {
+      const std::size_t comma = list.find(',', at);
+      const std::string part = list.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      const std::size_t dash = part.find('-');
+      const int a = std::atoi(part.c_str()), b = dash == std::string::npos ? a : std::atoi(part.c_str() + dash + 1);
+      if (node >= a && node <= b) return tier;
+      at = comma == std::string::npos ? list.size() : comma + 1;
+    }
+  }
+  return -1;
+}
+
+// As a user would: the AMR example (pool, next touch) running in the guest, numaaff-top --once
+// beside it, following it by name. Its memory per node is what the kernel's numa_maps holds
+// (read just before and just after, the same both times), its pool's tasks show, every node
+// has a row with its CPUs, memory-only nodes are marked with the kernel's tier, and --sort
+// pages orders the rows by the process's memory.
+TEST(CountersNuma, NumaaffTopOnceFollowsTheAmrExampleByName) {
+  NUMAAFF_REQUIRE_CPU_NODES(2);
+  std::fflush(nullptr);
+  const pid_t amr = ::fork();
+  if (amr == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    ::alarm(600);
+    ::execl(NUMAAFF_AMR, "amr", "--runtime", "pool", "--strategy", "next_touch", "--phases", "2", "--steps", "100000",
+            static_cast<char*>(nullptr));
+    std::_Exit(127);
+  }
+  ASSERT_GT(amr, 0);
+  struct reaper {
+    pid_t pid;
+    ~reaper() {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  } reap{amr};
+  const std::string segment = numaaff::detail::counter_file_of(numaaff::detail::counters_directory(), amr);
+  for (int i = 0; i < 600 && ::access(segment.c_str(), F_OK) != 0; ++i) {
+    ASSERT_EQ(::waitpid(amr, nullptr, WNOHANG), 0) << "amr ended before it published";
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_EQ(::access(segment.c_str(), F_OK), 0) << "amr published no counters in 30 s";
+  const std::string top = "timeout 120 " + std::string(NUMAAFF_TOP) + " --once --json --interval 0.5 ";
+  // amr moves its blocks at its phase change, then steps: a reading whose numa_maps did not
+  // change around it is a reading of that state.
+  std::string out;
+  std::map<node_id, double> before, after;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    before = numa_maps_bytes(amr);
+    out = numaaff_test::run_command(top + "--name amr");
+    after = numa_maps_bytes(amr);
+    if (before == after && out.find("\"pids\":[" + std::to_string(amr) + "]") != std::string::npos) break;
+  }
+  ASSERT_EQ(before, after) << "amr's memory never held still for a reading";
+  EXPECT_NE(out.find("\"pids\":[" + std::to_string(amr) + "]"), std::string::npos) << out;
+  double tasks = 0;
+  for (node_id n : numaaff_test::sysfs_nodes()) {
+    const bool memory_only = numaaff_test::sysfs_cpus_of(n).empty();
+    EXPECT_EQ(json_field(out, n, "cpus"), static_cast<double>(numaaff_test::sysfs_cpus_of(n).size())) << "node " << n;
+    EXPECT_EQ(json_token(out, n, "memory_only"), memory_only ? "true" : "false") << "node " << n << ": " << out;
+    const int tier = kernel_tier_of(n);
+    EXPECT_EQ(json_token(out, n, "tier"), tier >= 0 ? std::to_string(tier) : "null") << "node " << n;
+    EXPECT_EQ(json_field(out, n, "process_bytes"), after.count(n) != 0 ? after.at(n) : 0.0) << "node " << n << ": " << out;
+    tasks += std::max(0.0, json_field(out, n, "tasks_per_s"));
+  }
+  EXPECT_GT(tasks, 0.0) << "amr's pool ran no task in numaaff-top's interval: " << out;
+  const std::string sorted = numaaff_test::run_command(top + "--sort pages --pid " + std::to_string(amr));
+  double last = -1;
+  for (std::size_t at = sorted.find("{\"node\":"); at != std::string::npos; at = sorted.find("{\"node\":", at + 1)) {
+    const node_id n = std::atoi(sorted.c_str() + at + 8);
+    const double bytes = json_field(sorted, n, "process_bytes");
+    if (last >= 0) {
+      EXPECT_LE(bytes, last) << "--sort pages: node " << n << " after a node with less: " << sorted;
+    }
+    last = bytes;
+  }
   std::printf("%s", out.c_str());
 }
 #endif
