@@ -81,6 +81,13 @@ with tempfile.TemporaryDirectory() as tmp:
     json.dump(hostile, open(hostile_file, "w"))
     p = subprocess.run([PLOT, hostile_file, png], capture_output=True, text=True, timeout=60)
     check(p.returncode == 0 and not os.path.exists(pwned), f"a report's command ran in gnuplot: {p.stderr}")
+    # ... or whose node numbers would: they name files and go into the gnuplot script
+    bad_node = json.loads(json.dumps(d))
+    for sample in bad_node["samples"] + [bad_node["final"]]:
+        sample["nodes"][0]["node"] = f"0.dat' with lines; system 'touch {pwned}'; plot '/dev/null"
+    json.dump(bad_node, open(hostile_file, "w"))
+    p = subprocess.run([PLOT, hostile_file, png], capture_output=True, text=True, timeout=60)
+    check(p.returncode != 0 and "not a number" in p.stderr and not os.path.exists(pwned), f"a hostile node number: {p.returncode} {p.stderr}")
     bad = os.path.join(tmp, "bad.json")
     open(bad, "w").write('{"format": 7}')
     check(subprocess.run([PLOT, bad, png], capture_output=True).returncode != 0, "a report of another format is drawn")
