@@ -25,7 +25,8 @@ module numaaff
   use, intrinsic :: iso_c_binding
   implicit none
   private
-  public :: numaaff_move_result, numaaff_next_touch_stats, numaaff_keep, numaaff_node_counters, numaaff_snapshot
+  public :: numaaff_move_result, numaaff_next_touch_stats, numaaff_keep, numaaff_node_counters, numaaff_snapshot, &
+    numaaff_process_counters, numaaff_snapshot_process, numaaff_snapshot_steals
   public :: numaaff_node_count, numaaff_nodes, numaaff_cpu_nodes, numaaff_current_node, numaaff_distance
   public :: numaaff_cpus_of
   public :: numaaff_pin_thread, numaaff_set_homenode, numaaff_homenode, numaaff_team_node
@@ -71,6 +72,13 @@ module numaaff
     integer(c_long_long) :: next_touch_chunks, next_touch_pages_moved, next_touch_pages_already_there, next_touch_pages_failed
     integer(c_long_long) :: pages_moved, pages_not_moved, heap_bound_bytes, heap_preferred_bytes
   end type numaaff_node_counters
+
+  ! What a process counts as a whole (numaaff_snapshot_process): pools, workers, refusals.
+  type, bind(C) :: numaaff_process_counters
+    integer(c_long_long) :: pools, workers
+    integer(c_long_long) :: policies_skipped, mappings_unbound, pages_unmoved, threads_unpinned
+    integer(c_long_long) :: weighted_fallbacks, huge_page_fallbacks
+  end type numaaff_process_counters
 
   ! The owner that leaves a block where it is (NUMAAFF_KEEP), for numaaff_place_blocks and
   ! numaaff_place_blocks_on_next_touch.
@@ -316,6 +324,18 @@ module numaaff
       integer(c_long_long), value :: pid
       type(numaaff_node_counters), intent(out) :: nodes(*)
       integer(c_size_t), value :: max_nodes
+      integer(c_size_t), intent(out) :: node_count
+    end function
+    integer(c_int) function numaaff_snapshot_process(pid, counters) bind(C, name="numaaff_snapshot_process")
+      import :: c_int, c_long_long, numaaff_process_counters
+      integer(c_long_long), value :: pid
+      type(numaaff_process_counters), intent(out) :: counters
+    end function
+    integer(c_int) function numaaff_snapshot_steals(pid, steals, max_cells, node_count) bind(C, name="numaaff_snapshot_steals")
+      import :: c_int, c_long_long, c_size_t
+      integer(c_long_long), value :: pid
+      integer(c_long_long), intent(out) :: steals(*)
+      integer(c_size_t), value :: max_cells
       integer(c_size_t), intent(out) :: node_count
     end function
     integer(c_int) function numaaff_reset_next_touch_stats() bind(C, name="numaaff_reset_next_touch_stats")

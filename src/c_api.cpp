@@ -416,13 +416,21 @@ int numaaff_reset_next_touch_stats(void) noexcept {
   return 0;
 }
 
+namespace {
+/// Reads the counters of `pid` (0: this process) into `s`; an error value, or 0.
+int read_snapshot(long long pid, numaaff::counter_snapshot& s) {
+  std::error_code ec;
+  s = pid == 0 ? numaaff::snapshot() : numaaff::snapshot(static_cast<long>(pid), ec);
+  return from_code(ec);
+}
+}  // namespace
+
 int numaaff_snapshot(long long pid, numaaff_node_counters* nodes, size_t max_nodes, size_t* node_count) noexcept {
   if (node_count == nullptr || (nodes == nullptr && max_nodes != 0) || pid < 0) return EINVAL;
   int error = 0;  // of reading another process's segment (EBADMSG for an unreadable one)
   const int thrown = guarded([&] {
-    std::error_code ec;
-    const numaaff::counter_snapshot s = pid == 0 ? numaaff::snapshot() : numaaff::snapshot(static_cast<long>(pid), ec);
-    if ((error = from_code(ec)) != 0) return;
+    numaaff::counter_snapshot s;
+    if ((error = read_snapshot(pid, s)) != 0) return;
     *node_count = s.nodes.size();
     for (std::size_t i = 0; i < s.nodes.size() && i < max_nodes; ++i) {
       const numaaff::node_counters& n = s.nodes[i];
@@ -445,6 +453,31 @@ int numaaff_snapshot(long long pid, numaaff_node_counters* nodes, size_t max_nod
                                        n.heap_bound_bytes,
                                        n.heap_preferred_bytes};
     }
+  });
+  return thrown != 0 ? thrown : error;
+}
+
+int numaaff_snapshot_process(long long pid, numaaff_process_counters* counters) noexcept {
+  if (counters == nullptr || pid < 0) return EINVAL;
+  int error = 0;
+  const int thrown = guarded([&] {
+    numaaff::counter_snapshot s;
+    if ((error = read_snapshot(pid, s)) != 0) return;
+    const numaaff::refusal_statistics& r = s.refusals;
+    *counters = numaaff_process_counters{s.pools, s.workers, r.policies_skipped, r.mappings_unbound, r.pages_unmoved,
+                                         r.threads_unpinned, r.weighted_fallbacks, r.huge_page_fallbacks};
+  });
+  return thrown != 0 ? thrown : error;
+}
+
+int numaaff_snapshot_steals(long long pid, unsigned long long* steals, size_t max_cells, size_t* node_count) noexcept {
+  if (node_count == nullptr || (steals == nullptr && max_cells != 0) || pid < 0) return EINVAL;
+  int error = 0;
+  const int thrown = guarded([&] {
+    numaaff::counter_snapshot s;
+    if ((error = read_snapshot(pid, s)) != 0) return;
+    *node_count = s.steals.empty() ? 0 : s.nodes.size();
+    for (std::size_t i = 0; i < s.steals.size() && i < max_cells; ++i) steals[i] = s.steals[i];
   });
   return thrown != 0 ? thrown : error;
 }

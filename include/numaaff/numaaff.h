@@ -308,6 +308,26 @@ typedef struct numaaff_node_counters {
 NUMAAFF_C_API int numaaff_snapshot(long long pid, numaaff_node_counters* nodes, size_t max_nodes,
                                    size_t* node_count) NUMAAFF_C_NOEXCEPT;
 
+/** What a process counts as a whole (see numaaff::counter_snapshot and
+ *  numaaff::refusal_statistics): its live pools and their workers, and the refusals: calls
+ *  that the kernel or a sandbox would not carry out, so that numaaff did less. */
+typedef struct numaaff_process_counters {
+  unsigned long long pools, workers;
+  unsigned long long policies_skipped, mappings_unbound, pages_unmoved, threads_unpinned;
+  unsigned long long weighted_fallbacks, huge_page_fallbacks;
+} numaaff_process_counters;
+/** The process-wide counters of process `pid` (0: this process, now; another: what it
+ *  published, validated). 0, or EINVAL (counters NULL, pid < 0), ENOENT, ESRCH, EBADMSG,
+ *  ENOMEM as numaaff_snapshot. */
+NUMAAFF_C_API int numaaff_snapshot_process(long long pid, numaaff_process_counters* counters) NUMAAFF_C_NOEXCEPT;
+/** The steal matrix of process `pid` (0: this process): `steals[t * count + v]` is how many
+ *  tasks workers of the t-th node took from the v-th, the nodes in numaaff_snapshot's order.
+ *  Fills min(max_cells, count * count) cells (`steals` NULL when max_cells is 0) and sets
+ *  `*node_count` to count, or to 0 when the process records no matrix (more than 64 nodes).
+ *  Errors as numaaff_snapshot. */
+NUMAAFF_C_API int numaaff_snapshot_steals(long long pid, unsigned long long* steals, size_t max_cells,
+                                          size_t* node_count) NUMAAFF_C_NOEXCEPT;
+
 /* ---- report ------------------------------------------------------------------------------ */
 
 /** Writes numaaff's capability report (nodes, whether placement is effective here, THP,

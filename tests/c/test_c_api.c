@@ -224,6 +224,24 @@ int main(void) {
     CHECK(numaaff_snapshot(0, rows, 1, NULL) == EINVAL && numaaff_snapshot(0, NULL, 1, &again) == EINVAL);
     CHECK(numaaff_snapshot(-1, rows, 1, &again) == EINVAL);
     CHECK(numaaff_snapshot(0x3ffffffe, rows, 1, &again) == ENOENT); /* no such process publishes */
+    /* the process as a whole: a C program runs no pool; the steal matrix is one row and column
+       per node of the rows above, all zero without a pool */
+    numaaff_process_counters pc;
+    memset(&pc, 0xff, sizeof pc);
+    CHECK(numaaff_snapshot_process(0, &pc) == 0 && pc.pools == 0 && pc.workers == 0);
+    CHECK(pc.pages_unmoved != ~0ULL && pc.huge_page_fallbacks != ~0ULL); /* every field written */
+    CHECK(numaaff_snapshot_process(0, NULL) == EINVAL && numaaff_snapshot_process(-1, &pc) == EINVAL);
+    CHECK(numaaff_snapshot_process(0x3ffffffe, &pc) == ENOENT);
+    unsigned long long cells[64 * 64];
+    size_t side = 0;
+    CHECK(numaaff_snapshot_steals(0, NULL, 0, &side) == 0 && (side == n || (side == 0 && n > 64)));
+    memset(cells, 0xff, sizeof cells);
+    CHECK(numaaff_snapshot_steals(0, cells, 64 * 64, &side) == 0);
+    unsigned long long stolen = 0;
+    for (size_t i = 0; i < side * side && i < 64 * 64; ++i) stolen += cells[i];
+    CHECK(stolen == 0);
+    CHECK(numaaff_snapshot_steals(0, NULL, 1, &side) == EINVAL && numaaff_snapshot_steals(0, cells, 1, NULL) == EINVAL);
+    CHECK(numaaff_snapshot_steals(0x3ffffffe, cells, 1, &side) == ENOENT);
   }
 
   /* the report */

@@ -12,6 +12,9 @@ program test_fortran_api
   type(numaaff_move_result) :: r
   type(numaaff_next_touch_stats) :: st
   type(numaaff_node_counters) :: rows(1024)
+  type(numaaff_process_counters) :: pc
+  integer(c_long_long) :: cells(64 * 64)
+  integer(c_size_t) :: side
   character(len=:), allocatable :: text
   integer(c_signed_char), pointer :: b(:)
   type(numaaff_kind) :: k
@@ -102,6 +105,10 @@ program test_fortran_api
   ierr = numaaff_snapshot(0_c_long_long, rows, 1024_c_size_t, on)
   call check(ierr == 0 .and. on >= count .and. any(rows(1:on)%node == first) .and. &
              sum(rows(1:on)%next_touch_chunks) >= 1, 'snapshot')
+  ierr = numaaff_snapshot_process(0_c_long_long, pc)
+  call check(ierr == 0 .and. pc%pools == 0 .and. pc%workers == 0, 'snapshot_process')
+  ierr = numaaff_snapshot_steals(0_c_long_long, cells, size(cells, kind=c_size_t), side)
+  call check(ierr == 0 .and. (side == on .or. (side == 0 .and. on > 64)), 'snapshot_steals')
   call numaaff_free(p, bytes)
 
   ! The heap by kind: constant kinds, a kind with options, size-less free, realloc.
