@@ -5,6 +5,7 @@
 #                     soname's version, as Debian policy 8.1 asks of a shared library package)
 #   libnumaaff-c-dev  component c_dev: their link names, the Fortran modules, numaaff-c.pc,
 #                     numaaff-fortran.pc and the c and fortran parts of the CMake package
+#                     (Depends: a gfortran that reads the modules, as Debian's do)
 #   numaaff-tools     component tools: numaaff-run, numaaff-top, numaaff-bench,
 #                     numaaff-report-plot and their manual pages
 # libnumaaff-dev is not Architecture: all: its CMake and pkg-config files live in the
@@ -81,6 +82,32 @@ The link names of numaaff's C library and I/O guard, the Fortran modules
 numaaff and numaaff_omp (built with gfortran), numaaff-c.pc and
 numaaff-fortran.pc, and the CMake components c and fortran
 (find_package(numaaff COMPONENTS c fortran)).")
+# The Fortran modules can be read only by a compiler of the module format that wrote them:
+# Debian's gfortran-N packages provide gfortran-mod-V (V: that format), and Debian's packages
+# of .mod files depend on "gfortran-N | gfortran-mod-V" (what dh_fortran_mod writes; e.g.
+# libopenmpi-dev). V is read from a module this compiler writes, as dh_fortran_mod reads it.
+if(TARGET numaaff_fortran AND NOT CMAKE_Fortran_COMPILER_ID STREQUAL "GNU")
+  message(STATUS "numaaff: Fortran modules by ${CMAKE_Fortran_COMPILER_ID}: Debian knows only gfortran's "
+          "module formats, the libnumaaff-c-dev package would not depend on a compiler that reads them")
+elseif(TARGET numaaff_fortran)
+  set(_probe "${PROJECT_BINARY_DIR}/packaging/fortran-mod-version")
+  file(WRITE "${_probe}/probe.f90" "module numaaff_mod_version_probe\nend module\n")
+  execute_process(COMMAND "${CMAKE_Fortran_COMPILER}" -c probe.f90 WORKING_DIRECTORY "${_probe}"
+                  RESULT_VARIABLE _status OUTPUT_QUIET ERROR_QUIET)
+  set(_mod_header "")
+  if(_status EQUAL 0)
+    execute_process(COMMAND gzip -dc numaaff_mod_version_probe.mod WORKING_DIRECTORY "${_probe}"
+                    OUTPUT_VARIABLE _mod_header ERROR_QUIET)
+  endif()
+  if(_mod_header MATCHES "^GFORTRAN module version '([0-9]+)'")
+    set(_mod_version "${CMAKE_MATCH_1}")
+    string(REGEX MATCH "^[0-9]+" _gfortran_major "${CMAKE_Fortran_COMPILER_VERSION}")
+    string(APPEND CPACK_DEBIAN_C_DEV_PACKAGE_DEPENDS ", gfortran-${_gfortran_major} | gfortran-mod-${_mod_version}")
+  else()
+    message(WARNING "numaaff: no module version read from a module ${CMAKE_Fortran_COMPILER} writes "
+            "(${_probe}): the libnumaaff-c-dev package will not depend on a compiler that reads its .mod files")
+  endif()
+endif()
 
 set(CPACK_DEBIAN_TOOLS_PACKAGE_NAME numaaff-tools)
 set(CPACK_DEBIAN_TOOLS_PACKAGE_SECTION utils)
@@ -103,12 +130,14 @@ foreach(_component IN LISTS CPACK_COMPONENTS_ALL)
   add_custom_command(OUTPUT "${_doc}/changelog.Debian.gz"
     COMMAND gzip -9nkf "${_doc}/changelog.Debian" DEPENDS "${_doc}/changelog.Debian" VERBATIM)
   list(APPEND _deb_changelogs "${_doc}/changelog.Debian.gz")
+  # Only in the Debian package: CPack installs each component by itself, which takes files
+  # EXCLUDE_FROM_ALL; a plain install (cmake --install, Spack's) leaves Debian's files out.
   install(FILES "${PROJECT_SOURCE_DIR}/packaging/debian/copyright" "${_doc}/changelog.Debian.gz"
-          DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/doc/${_package}" COMPONENT ${_component})
+          DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/doc/${_package}" COMPONENT ${_component} EXCLUDE_FROM_ALL)
   set(_overrides "${PROJECT_SOURCE_DIR}/packaging/debian/${_package}.lintian-overrides")
   if(EXISTS "${_overrides}")
     install(FILES "${_overrides}" DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/lintian/overrides"
-            RENAME "${_package}" COMPONENT ${_component})
+            RENAME "${_package}" COMPONENT ${_component} EXCLUDE_FROM_ALL)
   endif()
 endforeach()
 add_custom_target(numaaff_deb_changelogs ALL DEPENDS ${_deb_changelogs})

@@ -27,9 +27,10 @@ packages=(
     gnuplot-nox
     # numaaff-top's test drives it in a terminal as a person would
     tmux
-    # the Debian packages (CPack: dpkg-shlibdeps, file), checked with lintian; the installed
-    # vars.sh in zsh and the modulefile with environment-modules; the manual pages with man
-    dpkg-dev file lintian zsh environment-modules man-db
+    # the Debian packages (CPack: dpkg-shlibdeps, file), checked with lintian and installed in
+    # a minimal Debian 12 root (debootstrap); the installed vars.sh in zsh and the modulefile
+    # with environment-modules; the manual pages with man
+    dpkg-dev file lintian debootstrap zsh environment-modules man-db
     # the documentation site (docs/: Doxygen, warnings are errors)
     doxygen
 )

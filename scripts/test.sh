@@ -6,7 +6,8 @@
 # over every parser and the C API), the benchmarks and the experiments' CSV-to-plot chain,
 # then the multi-node layer inside the emulated NUMA VM on kernels 6.1 and 6.12 (which also
 # runs numa_test, amr and numa01_02 and checks their goals), and last, as root, the Debian
-# packages built, checked with lintian, installed, used and removed (tests/package/debian.sh).
+# packages built, checked with lintian, installed, used and removed, then installed by apt in a
+# minimal Debian 12 root to show their Depends suffice (tests/package/debian.sh).
 # This is what CI runs (.ci/run).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -137,7 +138,7 @@ NUMAAFF_BUILD_DIR=$b/gcc-17 "$root/benchmarks/run_experiments.sh" --smoke "$b/ex
 stage "multi-node layer in the emulated NUMA VM (kernels 6.1 and 6.12)"
 (cd "$b/gcc-17" && ctest -L vm --output-on-failure)
 
-stage "Debian packages: built by CPack, lintian, installed with dpkg, used by consumers, removed"
+stage "Debian packages: built by CPack, lintian, installed with dpkg, used by consumers, removed; their Depends in a minimal Debian 12"
 if [ "$(id -u)" = 0 ]; then
     NUMAAFF_JOBS=$jobs "$root/tests/package/debian.sh" "$root" "$b/deb"
 else

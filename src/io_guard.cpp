@@ -2,11 +2,12 @@
 //
 // The kernel does not fault on an armed (PROT_NONE) chunk: a read(), recv() or fread() into
 // one fails with EFAULT (and a datagram received that way is gone), a write() or send() from
-// one fails likewise. This library, preloaded (LD_PRELOAD=libnumaaff_ioguard.so) or linked
-// into the program, takes the place of those calls: before each, it asks every copy of
-// numaaff in the process to open, for the calling thread, the armed chunks of the buffers the
-// call is given (as touch_now would), then makes the real call. Memory that is not armed
-// costs one load per copy of numaaff (a count of armed ranges) and nothing else.
+// one fails likewise. This library, preloaded (LD_PRELOAD=libnumaaff_ioguard.so.0, the name
+// the runtime package installs) or linked into the program, takes the place of those calls:
+// before each, it asks every copy of numaaff in the process to open, for the calling thread,
+// the armed chunks of the buffers the call is given (as touch_now would), then makes the real
+// call. Memory that is not armed costs one load per copy of numaaff (a count of armed ranges)
+// and nothing else.
 //
 // Each copy of numaaff keeps its own registry (a C++ program's compiled-in one, the C
 // library's), so each offers its opener here when it first arms (numaaff_io_guard_register,

@@ -3,8 +3,11 @@
 # tests off), checked with lintian (every tag it raises must be fixed or overridden with a
 # reason in packaging/debian/), installed with dpkg, used by the consumer projects with nothing
 # but the installed packages (CMake with components, pkg-config; C++, C and Fortran; the
-# installed tools and their manual pages), then removed: no file of theirs may be left.
-# Needs root and a machine where no numaaff package is installed: CI's fresh Debian 12.
+# installed tools and their manual pages), then removed: no file of theirs may be left. Their
+# Depends are checked against what the files need, and shown to suffice on a minimal Debian 12
+# where nothing else is installed (debian_fresh_root.sh, in BUILD_DIR/fresh-root).
+# Needs root, the network to the Debian mirror and a machine where no numaaff package is
+# installed: CI's fresh Debian 12.
 set -euo pipefail
 src=$(cd "$1" && pwd) b=$2
 jobs=${NUMAAFF_JOBS:-$(nproc)}
@@ -17,6 +20,9 @@ for p in "${packages[@]}"; do
 done
 [ ! -e /usr/include/numaaff ] || fail "/usr/include/numaaff exists: a numaaff installed by hand would hide the packages' files"
 
+# A fresh-root run killed before its trap ran leaves /proc and /sys mounted in BUILD_DIR:
+# unmount them rather than remove files through them.
+findmnt -rn -o TARGET | { grep "^$(realpath -m "$b")/" || true; } | sort -r | while read -r m; do umount "$m"; done
 rm -rf "$b"
 # Debian's build flags (hardening included; run from the source tree, whose path they map away).
 flags() { (cd "$src" && DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1"); }
@@ -31,6 +37,44 @@ mapfile -t debs < <(ls "$b"/packages/*.deb)
 for d in "${debs[@]}"; do
     echo "== $(basename "$d")"
     dpkg-deb --field "$d" Package Version Architecture Depends Recommends | sed 's/^/   /'
+done
+
+# The Depends: each package depends on what its files need (the shared libraries' from
+# dpkg-shlibdeps; the -dev packages' from packaging/debian.cmake).
+deb_of() { printf '%s\n' "${debs[@]}" | grep "/$1_"; }
+expect_depends() { # PACKAGE RELATION...: each RELATION ("pkg" or "a | b", versions aside) is among PACKAGE's Depends
+    local p=$1 depends relations r
+    shift
+    depends=$(dpkg-deb --field "$(deb_of "$p")" Depends)
+    relations=$(sed 's/ *([^)]*)//g; s/, */\n/g' <<<"$depends")
+    for r in "$@"; do
+        grep -qxE "$r" <<<"$relations" || fail "$p does not depend on $r (its Depends: $depends)"
+    done
+}
+deb_version=$(dpkg-deb --field "$(deb_of libnumaaff-dev)" Version)
+# The headers include hwloc.h and numaif.h; the CMake package and numaaff.pc find hwloc and libnuma.
+expect_depends libnumaaff-dev libhwloc-dev libnuma-dev
+expect_depends libnumaaff-c0 libc6 'libstdc[+][+]6' libhwloc15 libnuma1
+# numaaff-bench links oneTBB and OpenMP when the build found them.
+needed=$(objdump -p "$b/tools/numaaff-bench" | awk '$1 == "NEEDED" { print $2 }')
+tools_depends=(libc6 'libstdc[+][+]6' libhwloc15 libnuma1)
+if grep -qx 'libtbb[.]so[.]12' <<<"$needed"; then tools_depends+=(libtbb12); fi
+if grep -qx 'libgomp[.]so[.]1' <<<"$needed"; then tools_depends+=(libgomp1); fi
+expect_depends numaaff-tools "${tools_depends[@]}"
+dpkg-deb --field "$(deb_of libnumaaff-c-dev)" Depends | grep -qF "libnumaaff-dev (= $deb_version), libnumaaff-c0 (= $deb_version)" ||
+    fail "libnumaaff-c-dev does not depend on libnumaaff-dev and libnumaaff-c0 of its own version $deb_version"
+# The Fortran modules: only a compiler of their module format reads them. Debian's gfortran-N
+# provides gfortran-mod-V, and a package of .mod files depends on "gfortran-N | gfortran-mod-V"
+# (as dh_fortran_mod writes it), V read from the files' header.
+contents=$b/contents/libnumaaff-c-dev
+mkdir -p "$contents"
+dpkg-deb -x "$(deb_of libnumaaff-c-dev)" "$contents"
+mapfile -t mods < <(find "$contents" -name '*.mod')
+[ ${#mods[@]} -gt 0 ] || fail "libnumaaff-c-dev has no Fortran module (.mod) file"
+for m in "${mods[@]}"; do
+    v=$(gzip -dc "$m" | awk -F"'" 'NR == 1 && /^GFORTRAN module version/ { print $2 }')
+    [ -n "$v" ] || fail "${m#"$contents"} is not a gfortran module file"
+    expect_depends libnumaaff-c-dev "gfortran-[0-9]+ [|] gfortran-mod-$v"
 done
 
 # lintian: errors and warnings fail; the overrides in the packages explain what is accepted.
@@ -77,4 +121,7 @@ while read -r f; do
 done <"$b/installed-files"
 [ ${#left[@]} -eq 0 ] || fail "left after removal: ${left[*]}"
 [ ! -e /usr/include/numaaff ] || fail "/usr/include/numaaff is left after removal"
-echo "debian.sh: 4 packages built, lintian clean, installed, used by CMake, pkg-config, C, C++, Fortran and the tools' users, removed without a trace"
+
+# The Depends suffice: the same packages in a minimal Debian 12, with what apt brings only.
+"$src/tests/package/debian_fresh_root.sh" "$b/packages" "$b/fresh-root"
+echo "debian.sh: 4 packages built, their Depends checked, lintian clean, installed, used by CMake, pkg-config, C, C++, Fortran and the tools' users, removed without a trace; installed by apt in a minimal Debian 12 and purged"

@@ -2,9 +2,14 @@
 """test_spack_recipe.py SOURCE CMAKE WORK: numaaff's Spack recipe loads, and its variants map to
 the project's CMake options.
 
-Spack itself cannot run here (no network to bootstrap its solver), so the recipe is loaded
-against a stand-in of the parts of Spack's package API it uses, written from Spack's
-documentation: the directives record what they are given, `define` and `define_from_variant`
+CI cannot run Spack (Spack is not a Debian package, and its solver needs clingo's Python module,
+which Debian 12 does not package), so the recipe is loaded here against a stand-in of the parts
+of Spack's package API it uses, written from Spack's documentation. (Spack 1.1.0 itself, with
+spack-packages v2025.11.0, clingo 5.8.0 built from source and Debian's libraries as externals,
+was run on the recipe once by hand: `spack info`, `spack audit packages`, `spack spec` of
+`numaaff` and `numaaff +mpi ~tbb`, and `spack install` of both from a checkout with
+`spack develop` passed, and a pkg-config consumer built against the installed prefix.) The
+stand-in: the directives record what they are given, `define` and `define_from_variant`
 turn values into -DNAME:BOOL=ON|OFF as Spack's CMakePackage does, and a conditional variant
 whose condition does not hold is absent from the spec (define_from_variant gives ""). Then:
 - every variant, dependency and conflict is what the project needs (hwloc 2, numactl, MPI,
