@@ -1,8 +1,9 @@
 // Fuzz target: numaaff-run's command line (tools/numaaff_run_args.hpp), then the library's
 // parsers on the NUMAAFF_* values it would set, as the launcher checks them before exec. The
 // input is split at NUL bytes into arguments. An invocation is accepted or has an error
-// message; an accepted one is coherent (a command exactly when not --show, --pid only with
-// --show, a homenode set exactly when -n/-N was given).
+// message, or asks for the usage or the version; an accepted one is coherent (a command
+// exactly when not --show, --pid only with --show, a homenode set exactly when -n/-N was
+// given).
 #include <numaaff/thread_pool.hpp>
 #include <numaaff/topology.hpp>
 
@@ -31,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const int argc = static_cast<int>(argv.size());
   argv.push_back(nullptr);
   const numaaff_run::invocation r = numaaff_run::parse(argc, argv.data());
-  if (!r.error.empty()) return 0;
+  if (!r.error.empty() || r.help || r.version) return 0;  // --help, --version: no command, no setting
   if (r.show_only != (r.command == 0)) std::abort();
   if (!r.show_only && (r.command < 1 || r.command >= argc)) std::abort();
   if (r.pid != 0 && !r.show_only) std::abort();
