@@ -31,6 +31,24 @@ const numaaff::node_counters& row_of(const numaaff::counter_snapshot& s, numaaff
   return *r;
 }
 
+/// Returns once this process's counter publisher, if it runs, has published from its own
+/// thread. Until then that thread may still be starting inside the allocator, and clang 14's
+/// ASan allocator, unlike glibc's malloc, takes no lock around fork(): a child forked then
+/// hangs at its first allocation (CI's ASan stage, every time). Once started, the publisher
+/// allocates only under the lock its fork handler holds.
+void wait_for_own_publisher() {
+  std::error_code ec;
+  const numaaff::counter_snapshot first = numaaff::snapshot(::getpid(), ec);
+  if (ec) return;  // no segment: this process does not publish, no such thread exists
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (std::chrono::steady_clock::now() < until) {
+    const numaaff::counter_snapshot s = numaaff::snapshot(::getpid(), ec);
+    if (!ec && s.taken_at > first.taken_at) return;
+    std::this_thread::sleep_for(10ms);
+  }
+  ADD_FAILURE() << "this process's publisher published nothing new within 10 s";
+}
+
 /// A forked child that runs `body(to_parent)` and then waits for a byte from the parent before
 /// it leaves with exit(), or stays until killed.
 struct child_process {
@@ -38,6 +56,7 @@ struct child_process {
   int from_child = -1, to_child = -1;
 
   explicit child_process(const std::function<void()>& body) {
+    wait_for_own_publisher();
     int up[2], down[2];
     if (::pipe(up) != 0 || ::pipe(down) != 0) throw std::runtime_error("pipe");
     std::fflush(nullptr);

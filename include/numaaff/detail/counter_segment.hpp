@@ -72,6 +72,10 @@ struct counter_publisher {
   std::uint64_t start_time = 0;
   long pid = 0;
   std::string comm;
+  // The publisher thread's copy of the image (round_lock held). Kept here, not on its stack: a
+  // forked child has no publisher thread, and a buffer only that thread's stack pointed to
+  // would be memory nobody can reach there (LeakSanitizer reports it at the child's exit).
+  std::vector<std::uint64_t> image;
   std::atomic<std::uint64_t> started_ns{0};  // when this process's counting began; 0: its static initialisation
 };
 inline counter_publisher& publisher() {
@@ -102,13 +106,12 @@ inline void publish_round(counter_publisher& p, std::vector<std::uint64_t>& imag
 
 inline void publisher_main() {
   counter_publisher& p = publisher();
-  std::vector<std::uint64_t> image;
   for (;;) {
     {
       std::lock_guard<std::mutex> l(p.round_lock);
       if (p.exiting.load(std::memory_order_relaxed) || p.st.load(std::memory_order_acquire) != static_cast<int>(counter_publisher::state::publishing)) return;
       try {
-        publish_round(p, image);
+        publish_round(p, p.image);
       } catch (...) {  // out of memory: the segment keeps its last image, the next round tries again
       }
     }
