@@ -71,6 +71,7 @@ module numaaff
     integer(c_long_long) :: worker_ns, idle_ns, queued
     integer(c_long_long) :: next_touch_chunks, next_touch_pages_moved, next_touch_pages_already_there, next_touch_pages_failed
     integer(c_long_long) :: pages_moved, pages_not_moved, heap_bound_bytes, heap_preferred_bytes
+    integer(c_long_long) :: next_touch_faults
   end type numaaff_node_counters
 
   ! What a process counts as a whole (numaaff_snapshot_process): pools, workers, refusals.

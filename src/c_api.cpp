@@ -451,7 +451,8 @@ int numaaff_snapshot(long long pid, numaaff_node_counters* nodes, size_t max_nod
                                        n.pages_moved,
                                        n.pages_not_moved,
                                        n.heap_bound_bytes,
-                                       n.heap_preferred_bytes};
+                                       n.heap_preferred_bytes,
+                                       n.next_touch_faults};
     }
   });
   return thrown != 0 ? thrown : error;

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -192,6 +194,8 @@ TEST(Counters, NextTouchPagesAreCountedForTheirNode) {
   const auto& ra = row_of(a, here);
   const auto& rb = row_of(b, here);
   EXPECT_EQ(rb.next_touch_chunks - ra.next_touch_chunks, pages / 16);
+  // One thread touched each chunk first, once: one handled fault per chunk, on its node.
+  EXPECT_EQ(rb.next_touch_faults - ra.next_touch_faults, pages / 16);
   // On one node every page is already where it goes; on several, moved or already there.
   EXPECT_EQ(rb.next_touch_pages_moved + rb.next_touch_pages_already_there + rb.next_touch_pages_failed -
                 ra.next_touch_pages_moved - ra.next_touch_pages_already_there - ra.next_touch_pages_failed,
@@ -349,6 +353,94 @@ TEST_F(HostileSegment, AWellFormedFileAnotherUserMadeIsRefused) {
   const std::vector<long> listed = numaaff::counter_processes();
   EXPECT_EQ(std::count(listed.begin(), listed.end(), victim_->pid), 0);
   EXPECT_TRUE(exists(path_));  // not this reader's to remove
+}
+
+// Another user's process that publishes a segment of its own, world-readable and well formed,
+// with whatever figures it likes: asked for by its pid it is read (it is that process's), but
+// counter_processes(), which numaaff-top's default view sums and --name follows, lists this
+// user's processes only.
+TEST(Counters, AnotherUsersPublishingProcessIsNotListed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "a process of another user needs root (CI runs as root)";
+  (void)numaaff::snapshot();  // this process publishes: the listing is not empty for nothing
+  child_process other([] {
+    ::setenv("NUMAAFF_COUNTERS", "off", 1);  // its file is written below, by the test
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) throw std::runtime_error("setuid");
+    ::prctl(PR_SET_DUMPABLE, 1);  // its /proc files are its own again (a uid change made them root's)
+  });
+  other.ready();
+  const std::string path = segment_path(other.pid);
+  std::vector<std::uint64_t> image;
+  numaaff::detail::collect_image(image, other.pid, numaaff::detail::process_start_time(other.pid), 1, "mislead", 1);
+  image[numaaff::detail::image::h_published_ns] = numaaff::detail::monotonic_ns();
+  {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::write(fd, image.data(), image.size() * 8), static_cast<ssize_t>(image.size() * 8));
+    ::close(fd);
+  }
+  ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  std::error_code ec;
+  const numaaff::counter_snapshot s = numaaff::snapshot(other.pid, ec);
+  EXPECT_FALSE(ec) << "the precondition: its own segment, readable by its pid (" << ec.message() << ")";
+  EXPECT_EQ(s.command, "mislead");
+  const std::vector<long> listed = numaaff::counter_processes();
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), static_cast<long>(other.pid)), 0) << "another user's process listed";
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), static_cast<long>(::getpid())), 1);
+  ::unlink(path.c_str());
+}
+
+// The format's promise to tools: a later writer of version 1 adds words at the end of each
+// part, and a reader uses the sizes the header gives, not its own. An image with a longer
+// header, process section and node rows, its sections in another order, reads the same figures.
+TEST_F(HostileSegment, ALaterWriterOfTheSameVersionIsReadByTheSizesItGives) {
+  using namespace numaaff::detail::image;
+  const std::vector<std::uint64_t> known = image_;
+  const std::uint64_t nodes = known[h_node_count];
+  ASSERT_GT(nodes, 0u);
+  const std::uint64_t hw = header_words + 3, pw = process_words + 5, nw = node_words + 2;
+  const std::uint64_t nodes_at = hw, steals_at = known[h_steals_offset] != 0 ? nodes_at + nodes * nw : 0;
+  const std::uint64_t process_at = nodes_at + nodes * nw + (steals_at != 0 ? nodes * nodes : 0);
+  std::vector<std::uint64_t> later(process_at + pw, 0xdeadbeef);  // unknown words hold anything
+  std::copy(known.begin(), known.begin() + header_words, later.begin());
+  later[h_header_words] = hw;
+  later[h_total_words] = later.size();
+  later[h_process_words] = pw;
+  later[h_node_words] = nw;
+  later[h_process_offset] = process_at;
+  later[h_nodes_offset] = nodes_at;
+  later[h_steals_offset] = steals_at;
+  later[h_sequence] = 0;
+  std::copy_n(known.begin() + static_cast<long>(known[h_process_offset]), process_words, later.begin() + static_cast<long>(process_at));
+  for (std::uint64_t i = 0; i < nodes; ++i) {
+    std::vector<std::uint64_t> row(known.begin() + static_cast<long>(known[h_nodes_offset] + i * node_words),
+                                   known.begin() + static_cast<long>(known[h_nodes_offset] + (i + 1) * node_words));
+    for (std::size_t w = n_workers; w < node_words; ++w) row[w] = 1000 * (i + 1) + w;  // a figure per word
+    std::copy(row.begin(), row.end(), later.begin() + static_cast<long>(nodes_at + i * nw));
+  }
+  if (steals_at != 0)
+    for (std::uint64_t c = 0; c < nodes * nodes; ++c) later[steals_at + c] = 7 + c;
+  write_bytes(later.data(), later.size() * 8);
+  std::error_code ec;
+  const numaaff::counter_snapshot s = numaaff::snapshot(victim_->pid, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(s.command, "forged");
+  ASSERT_EQ(s.nodes.size(), nodes);
+  for (std::uint64_t i = 0; i < nodes; ++i) {
+    const numaaff::node_counters& n = s.nodes[i];
+    const std::uint64_t base = 1000 * (i + 1);
+    EXPECT_EQ(n.node, static_cast<numaaff::node_id>(known[known[h_nodes_offset] + i * node_words + n_node]));
+    EXPECT_EQ(n.workers, base + n_workers);
+    EXPECT_EQ(n.tasks_run, base + n_tasks_run);
+    EXPECT_EQ(n.queued, base + n_queued);
+    EXPECT_EQ(n.next_touch_chunks, base + n_nt_chunks);
+    EXPECT_EQ(n.heap_preferred_bytes, base + n_heap_preferred_bytes);
+    EXPECT_EQ(n.next_touch_faults, base + n_nt_faults);
+  }
+  if (steals_at != 0) {
+    ASSERT_EQ(s.steals.size(), nodes * nodes);
+    for (std::uint64_t c = 0; c < nodes * nodes; ++c) EXPECT_EQ(s.steals[c], 7 + c);
+  }
 }
 
 TEST_F(HostileSegment, TruncatedOrEmpty) {

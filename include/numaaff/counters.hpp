@@ -3,7 +3,8 @@
  * @brief Live per-node counters of a numaaff process, readable in the process and from others.
  *
  * The model: numaaff counts what it does per NUMA node as it works (the tasks each node's
- * workers ran, stole and waited, the chunks and pages next-touch moved to it, the pages
+ * workers ran, stole and waited, the faults next-touch handled there and the chunks and
+ * pages it moved to it, the pages
  * move_to/place_blocks moved to it, what the heap holds there) at a cost of at most one
  * relaxed increment per event. From the first numaaff call that counts (a thread_pool, a
  * next-touch arm, a move), a background thread publishes these counters ten times a second
@@ -43,7 +44,9 @@
  * node, 11 pages they moved there, 12 pages already there, 13 pages that failed to move,
  * 14 pages move_to/place_blocks/promote/demote moved to the node, 15 pages they could not
  * move there, 16 heap bytes held bound to the node, 17 heap bytes held preferring it (the
- * heap's slabs for small blocks, mapped for the process's life, and its live large blocks).
+ * heap's slabs for small blocks, mapped for the process's life, and its live large blocks),
+ * 18 next-touch faults handled for threads running on the node (the one that opened a chunk
+ * and any that waited for it).
  * Steal matrix: word [t * N + v] counts tasks workers of node row t took from node row v.
  * Versions add words at the end of each part (a reader uses the sizes of the header, not its
  * own); any other change gets a new version number, which an older reader refuses.
@@ -92,6 +95,9 @@ struct node_counters {
   /// process's life, and its live large blocks.
   std::uint64_t heap_bound_bytes = 0;
   std::uint64_t heap_preferred_bytes = 0;  ///< the same, preferring the node
+  /// Next-touch faults handled for threads running on the node: the thread that opened a
+  /// chunk, and any that touched it meanwhile and waited (next_touch_stats().faults, per node).
+  std::uint64_t next_touch_faults = 0;
 };
 
 /// The counters of one process at one moment.
@@ -171,6 +177,7 @@ inline counter_snapshot snapshot_of(const parsed_image& m) {
     n.pages_not_moved = r[n_pages_not_moved];
     n.heap_bound_bytes = r[n_heap_bound_bytes];
     n.heap_preferred_bytes = r[n_heap_preferred_bytes];
+    n.next_touch_faults = r[n_nt_faults];
     s.nodes.push_back(n);
   }
   if (m.steals != nullptr) s.steals.assign(m.steals, m.steals + m.node_count * m.node_count);
@@ -299,13 +306,19 @@ class counter_reader {
 };
 
 /**
- * The processes whose counters this user can read now, ascending. Files left by processes
- * that are gone are removed on the way (when they are this user's). Thread-safe; allocates.
+ * The processes of this user (the effective uid) that publish counters now, ascending. Another
+ * user's segment is not listed even when it is readable: what numaaff-top sums and follows by
+ * name must be this user's processes, not figures another user chose (snapshot(pid) still
+ * reads a readable one asked for by its pid). Files left by this user's processes that are
+ * gone are removed on the way. Thread-safe; allocates.
  */
 inline std::vector<long> counter_processes() {
   std::vector<long> out;
   const std::string dir = detail::counters_directory();
   for (long pid : detail::segment_pids(dir)) {
+    struct stat st {};
+    if (::lstat(detail::counter_file_of(dir, pid).c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid())
+      continue;  // not read at all: another user's file costs no read of its contents
     std::vector<std::uint64_t> words;
     detail::parsed_image m;
     std::string why;

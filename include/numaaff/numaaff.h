@@ -299,6 +299,7 @@ typedef struct numaaff_node_counters {
   unsigned long long worker_ns, idle_ns, queued;
   unsigned long long next_touch_chunks, next_touch_pages_moved, next_touch_pages_already_there, next_touch_pages_failed;
   unsigned long long pages_moved, pages_not_moved, heap_bound_bytes, heap_preferred_bytes;
+  unsigned long long next_touch_faults;
 } numaaff_node_counters;
 /** The per-node counters of process `pid` (0: this process, now; another: what it published,
  *  validated), one row per node, ascending: fills min(max_nodes, count) rows of `nodes` (NULL

@@ -212,13 +212,14 @@ int main(void) {
     numaaff_node_counters rows[1024];
     size_t n = 0;
     CHECK(numaaff_snapshot(0, rows, 1024, &n) == 0 && n >= (size_t)numaaff_node_count());
-    unsigned long long chunks = 0;
+    unsigned long long chunks = 0, faults = 0;
     int has_first = 0;
     for (size_t i = 0; i < n && i < 1024; ++i) {
       chunks += rows[i].next_touch_chunks;
+      faults += rows[i].next_touch_faults;
       has_first |= rows[i].node == first;
     }
-    CHECK(has_first && chunks >= 1);
+    CHECK(has_first && chunks >= 1 && faults >= 1);
     size_t again = 0;
     CHECK(numaaff_snapshot(0, NULL, 0, &again) == 0 && again == n); /* count only */
     CHECK(numaaff_snapshot(0, rows, 1, NULL) == EINVAL && numaaff_snapshot(0, NULL, 1, &again) == EINVAL);

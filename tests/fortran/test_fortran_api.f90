@@ -104,7 +104,7 @@ program test_fortran_api
   call check(numaaff_place_blocks_on_next_touch(p, bytes, 3 * page, owners, 2_c_size_t) == 22, 'too few owners')
   ierr = numaaff_snapshot(0_c_long_long, rows, 1024_c_size_t, on)
   call check(ierr == 0 .and. on >= count .and. any(rows(1:on)%node == first) .and. &
-             sum(rows(1:on)%next_touch_chunks) >= 1, 'snapshot')
+             sum(rows(1:on)%next_touch_chunks) >= 1 .and. sum(rows(1:on)%next_touch_faults) >= 1, 'snapshot')
   ierr = numaaff_snapshot_process(0_c_long_long, pc)
   call check(ierr == 0 .and. pc%pools == 0 .and. pc%workers == 0, 'snapshot_process')
   ierr = numaaff_snapshot_steals(0_c_long_long, cells, size(cells, kind=c_size_t), side)

@@ -220,7 +220,7 @@ inline void counters_after_fork_in_child() noexcept {
     if (k.load(std::memory_order_relaxed) != 0) k.store(0, std::memory_order_relaxed);
   for (node_event_counters& e : node_events) {
     for (auto* a : {&e.tasks_run, &e.stolen_local, &e.stolen_in, &e.stolen_out, &e.sleeps, &e.worker_ns, &e.idle_ns,
-                    &e.nt_chunks, &e.nt_pages_moved, &e.nt_pages_already, &e.nt_pages_failed, &e.pages_moved,
+                    &e.nt_chunks, &e.nt_pages_moved, &e.nt_pages_already, &e.nt_pages_failed, &e.nt_faults, &e.pages_moved,
                     &e.pages_not_moved})
       if (a->load(std::memory_order_relaxed) != 0) a->store(0, std::memory_order_relaxed);
   }

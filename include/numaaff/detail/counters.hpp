@@ -36,8 +36,10 @@ constexpr std::size_t counter_node_limit = 1024;
 struct node_event_counters {
   // totals of thread pools that ended (live pools are read from their workers)
   std::atomic<std::uint64_t> tasks_run{0}, stolen_local{0}, stolen_in{0}, stolen_out{0}, sleeps{0}, worker_ns{0}, idle_ns{0};
-  // next-touch: counted for the node the chunk's pages were sent to
-  std::atomic<std::uint64_t> nt_chunks{0}, nt_pages_moved{0}, nt_pages_already{0}, nt_pages_failed{0};
+  // next-touch: chunks and pages counted for the node the chunk's pages were sent to, faults
+  // (handled ones: the thread that opened the chunk and any that waited for it) for the node
+  // of the faulting thread's CPU
+  std::atomic<std::uint64_t> nt_chunks{0}, nt_pages_moved{0}, nt_pages_already{0}, nt_pages_failed{0}, nt_faults{0};
   // move_to, place_blocks, promote and demote: pages moved to this node, and pages that could not be
   std::atomic<std::uint64_t> pages_moved{0}, pages_not_moved{0};
   // bytes the heap holds on this node, bound (strict kinds) and preferred (count_heap_bytes)
@@ -79,7 +81,7 @@ enum process_word : std::size_t {
 enum node_word : std::size_t {
   n_node, n_workers, n_tasks_run, n_stolen_local, n_stolen_in, n_stolen_out, n_sleeps, n_worker_ns, n_idle_ns,
   n_queued, n_nt_chunks, n_nt_pages_moved, n_nt_pages_already, n_nt_pages_failed, n_pages_moved,
-  n_pages_not_moved, n_heap_bound_bytes, n_heap_preferred_bytes, node_words
+  n_pages_not_moved, n_heap_bound_bytes, n_heap_preferred_bytes, n_nt_faults, node_words
 };
 /// Limits a reader enforces: larger counts are a hostile or corrupt segment.
 constexpr std::uint64_t max_nodes = counter_node_limit, max_fields = 4096;
@@ -240,6 +242,7 @@ inline void collect_image(std::vector<std::uint64_t>& out, long pid, std::uint64
     row[n_nt_pages_moved] = e->nt_pages_moved.load(std::memory_order_relaxed);
     row[n_nt_pages_already] = e->nt_pages_already.load(std::memory_order_relaxed);
     row[n_nt_pages_failed] = e->nt_pages_failed.load(std::memory_order_relaxed);
+    row[n_nt_faults] = e->nt_faults.load(std::memory_order_relaxed);
     row[n_pages_moved] = e->pages_moved.load(std::memory_order_relaxed);
     row[n_pages_not_moved] = e->pages_not_moved.load(std::memory_order_relaxed);
     const std::int64_t bound = e->heap_bound_bytes.load(std::memory_order_relaxed);

@@ -401,12 +401,17 @@ inline int open_claimed(armed_range& r, std::size_t& first, std::size_t& last, s
   return opened ? 0 : ENOMEM;
 }
 
-/// The node the toucher's chunk goes to.
-inline int fault_target(const armed_range& r, int homenode) noexcept {
-  if (r.target == touch_target::toucher_homenode && homenode >= 0) return homenode;
+/// The node of the CPU the faulting thread runs on (0 if getcpu fails).
+inline int toucher_node() noexcept {
   unsigned cpu = 0, node = 0;
   if (!call(sys::getcpu, [&] { return ::getcpu(&cpu, &node); })) return 0;
   return static_cast<int>(node);
+}
+
+/// The node the toucher's chunk goes to.
+inline int fault_target(const armed_range& r, int homenode) noexcept {
+  if (r.target == touch_target::toucher_homenode && homenode >= 0) return homenode;
+  return toucher_node();
 }
 
 inline std::uint32_t node_bits_of(int node) noexcept {
@@ -528,7 +533,10 @@ inline fault_verdict handle_fault(std::uintptr_t addr, int homenode) noexcept {
     if ((state == slot_active || state == slot_retiring) && addr >= r.begin && addr < r.end) {
       const std::uint64_t t0 = monotonic_ns();
       verdict = handle_chunk_fault(r, state == slot_retiring, addr, homenode);
-      if (verdict == chunk_verdict::handled) nt_counters.faults.fetch_add(1, std::memory_order_relaxed);
+      if (verdict == chunk_verdict::handled) {
+        nt_counters.faults.fetch_add(1, std::memory_order_relaxed);
+        count_event(&node_event_counters::nt_faults, toucher_node(), 1);
+      }
       nt_counters.handler_ns.fetch_add(monotonic_ns() - t0, std::memory_order_relaxed);
     }
     r.users.fetch_sub(1, std::memory_order_acq_rel);
