@@ -390,57 +390,75 @@ TEST(Counters, AnotherUsersPublishingProcessIsNotListed) {
   ::unlink(path.c_str());
 }
 
-// The format's promise to tools: a later writer of version 1 adds words at the end of each
-// part, and a reader uses the sizes the header gives, not its own. An image with a longer
-// header, process section and node rows, its sections in another order, reads the same figures.
-TEST_F(HostileSegment, ALaterWriterOfTheSameVersionIsReadByTheSizesItGives) {
+/// `known` (an image collected here) laid out again as another writer of format 1 would:
+/// `extra_header` and `extra_process` words more in those parts, node rows of `nw` words (the
+/// unknown ones holding junk, each known figure of row i set to 1000 * (i + 1) + its word),
+/// the node rows first, then the steal matrix (7, 8, ...), then the process section.
+std::vector<std::uint64_t> relaid_image(const std::vector<std::uint64_t>& known, std::uint64_t extra_header,
+                                        std::uint64_t extra_process, std::uint64_t nw) {
   using namespace numaaff::detail::image;
-  const std::vector<std::uint64_t> known = image_;
   const std::uint64_t nodes = known[h_node_count];
-  ASSERT_GT(nodes, 0u);
-  const std::uint64_t hw = header_words + 3, pw = process_words + 5, nw = node_words + 2;
+  const std::uint64_t hw = header_words + extra_header, pw = process_words + extra_process;
   const std::uint64_t nodes_at = hw, steals_at = known[h_steals_offset] != 0 ? nodes_at + nodes * nw : 0;
   const std::uint64_t process_at = nodes_at + nodes * nw + (steals_at != 0 ? nodes * nodes : 0);
-  std::vector<std::uint64_t> later(process_at + pw, 0xdeadbeef);  // unknown words hold anything
-  std::copy(known.begin(), known.begin() + header_words, later.begin());
-  later[h_header_words] = hw;
-  later[h_total_words] = later.size();
-  later[h_process_words] = pw;
-  later[h_node_words] = nw;
-  later[h_process_offset] = process_at;
-  later[h_nodes_offset] = nodes_at;
-  later[h_steals_offset] = steals_at;
-  later[h_sequence] = 0;
-  std::copy_n(known.begin() + static_cast<long>(known[h_process_offset]), process_words, later.begin() + static_cast<long>(process_at));
+  std::vector<std::uint64_t> out(process_at + pw, 0xdeadbeef);
+  std::copy(known.begin(), known.begin() + header_words, out.begin());
+  out[h_header_words] = hw;
+  out[h_total_words] = out.size();
+  out[h_process_words] = pw;
+  out[h_node_words] = nw;
+  out[h_process_offset] = process_at;
+  out[h_nodes_offset] = nodes_at;
+  out[h_steals_offset] = steals_at;
+  out[h_sequence] = 0;
+  std::copy_n(known.begin() + static_cast<long>(known[h_process_offset]), process_words, out.begin() + static_cast<long>(process_at));
   for (std::uint64_t i = 0; i < nodes; ++i) {
-    std::vector<std::uint64_t> row(known.begin() + static_cast<long>(known[h_nodes_offset] + i * node_words),
-                                   known.begin() + static_cast<long>(known[h_nodes_offset] + (i + 1) * node_words));
-    for (std::size_t w = n_workers; w < node_words; ++w) row[w] = 1000 * (i + 1) + w;  // a figure per word
-    std::copy(row.begin(), row.end(), later.begin() + static_cast<long>(nodes_at + i * nw));
+    std::uint64_t* row = out.data() + nodes_at + i * nw;
+    row[n_node] = known[known[h_nodes_offset] + i * node_words + n_node];
+    for (std::uint64_t w = n_workers; w < nw && w < node_words; ++w) row[w] = 1000 * (i + 1) + w;
   }
   if (steals_at != 0)
-    for (std::uint64_t c = 0; c < nodes * nodes; ++c) later[steals_at + c] = 7 + c;
-  write_bytes(later.data(), later.size() * 8);
-  std::error_code ec;
-  const numaaff::counter_snapshot s = numaaff::snapshot(victim_->pid, ec);
-  ASSERT_FALSE(ec) << ec.message();
-  EXPECT_EQ(s.command, "forged");
-  ASSERT_EQ(s.nodes.size(), nodes);
-  for (std::uint64_t i = 0; i < nodes; ++i) {
-    const numaaff::node_counters& n = s.nodes[i];
-    const std::uint64_t base = 1000 * (i + 1);
-    EXPECT_EQ(n.node, static_cast<numaaff::node_id>(known[known[h_nodes_offset] + i * node_words + n_node]));
-    EXPECT_EQ(n.workers, base + n_workers);
-    EXPECT_EQ(n.tasks_run, base + n_tasks_run);
-    EXPECT_EQ(n.queued, base + n_queued);
-    EXPECT_EQ(n.next_touch_chunks, base + n_nt_chunks);
-    EXPECT_EQ(n.heap_preferred_bytes, base + n_heap_preferred_bytes);
-    EXPECT_EQ(n.next_touch_faults, base + n_nt_faults);
+    for (std::uint64_t c = 0; c < nodes * nodes; ++c) out[steals_at + c] = 7 + c;
+  return out;
+}
+
+// The format's promise to tools: a later writer of version 1 adds words at the end of each
+// part, and a reader uses the sizes the header gives, not its own. An image with a longer
+// header, process section and node rows, its sections in another order, reads the same
+// figures; one from before the last word was added reads it as zero.
+TEST_F(HostileSegment, OtherWritersOfTheSameVersionAreReadByTheSizesTheyGive) {
+  using namespace numaaff::detail::image;
+  const std::uint64_t nodes = image_[h_node_count];
+  ASSERT_GT(nodes, 0u);
+  for (const std::uint64_t nw : {std::uint64_t{node_words} + 2, std::uint64_t{first_node_words}}) {
+    SCOPED_TRACE("node rows of " + std::to_string(nw) + " words");
+    const std::vector<std::uint64_t> other = relaid_image(image_, nw > node_words ? 3 : 0, nw > node_words ? 5 : 0, nw);
+    write_bytes(other.data(), other.size() * 8);
+    std::error_code ec;
+    const numaaff::counter_snapshot s = numaaff::snapshot(victim_->pid, ec);
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_EQ(s.command, "forged");
+    ASSERT_EQ(s.nodes.size(), nodes);
+    for (std::uint64_t i = 0; i < nodes; ++i) {
+      const numaaff::node_counters& n = s.nodes[i];
+      const std::uint64_t base = 1000 * (i + 1);
+      EXPECT_EQ(n.node, static_cast<numaaff::node_id>(image_[image_[h_nodes_offset] + i * node_words + n_node]));
+      EXPECT_EQ(n.workers, base + n_workers);
+      EXPECT_EQ(n.tasks_run, base + n_tasks_run);
+      EXPECT_EQ(n.queued, base + n_queued);
+      EXPECT_EQ(n.next_touch_chunks, base + n_nt_chunks);
+      EXPECT_EQ(n.heap_preferred_bytes, base + n_heap_preferred_bytes);
+      EXPECT_EQ(n.next_touch_faults, nw > n_nt_faults ? base + n_nt_faults : 0);
+    }
+    if (other[h_steals_offset] != 0) {
+      ASSERT_EQ(s.steals.size(), nodes * nodes);
+      for (std::uint64_t c = 0; c < nodes * nodes; ++c) EXPECT_EQ(s.steals[c], 7 + c);
+    }
   }
-  if (steals_at != 0) {
-    ASSERT_EQ(s.steals.size(), nodes * nodes);
-    for (std::uint64_t c = 0; c < nodes * nodes; ++c) EXPECT_EQ(s.steals[c], 7 + c);
-  }
+  // Shorter than the first rows of the format is no version 1 image.
+  const std::vector<std::uint64_t> short_rows = relaid_image(image_, 0, 0, first_node_words - 1);
+  write_bytes(short_rows.data(), short_rows.size() * 8);
+  EXPECT_EQ(read(), numaaff::errc::bad_counter_segment);
 }
 
 TEST_F(HostileSegment, TruncatedOrEmpty) {

@@ -46,7 +46,8 @@
  * move there, 16 heap bytes held bound to the node, 17 heap bytes held preferring it (the
  * heap's slabs for small blocks, mapped for the process's life, and its live large blocks),
  * 18 next-touch faults handled for threads running on the node (the one that opened a chunk
- * and any that waited for it).
+ * and any that waited for it; added after the first release of the format: rows of 18 words
+ * are read with it as 0).
  * Steal matrix: word [t * N + v] counts tasks workers of node row t took from node row v.
  * Versions add words at the end of each part (a reader uses the sizes of the header, not its
  * own); any other change gets a new version number, which an older reader refuses.
@@ -177,7 +178,7 @@ inline counter_snapshot snapshot_of(const parsed_image& m) {
     n.pages_not_moved = r[n_pages_not_moved];
     n.heap_bound_bytes = r[n_heap_bound_bytes];
     n.heap_preferred_bytes = r[n_heap_preferred_bytes];
-    n.next_touch_faults = r[n_nt_faults];
+    n.next_touch_faults = m.node_stride > n_nt_faults ? r[n_nt_faults] : 0;  // an older writer's row has no such word
     s.nodes.push_back(n);
   }
   if (m.steals != nullptr) s.steals.assign(m.steals, m.steals + m.node_count * m.node_count);

@@ -83,6 +83,9 @@ enum node_word : std::size_t {
   n_queued, n_nt_chunks, n_nt_pages_moved, n_nt_pages_already, n_nt_pages_failed, n_pages_moved,
   n_pages_not_moved, n_heap_bound_bytes, n_heap_preferred_bytes, n_nt_faults, node_words
 };
+/// The node row as format 1 was first written, before n_nt_faults: the least a reader takes.
+/// Words added since are read where a row has them, else count as zero.
+constexpr std::uint64_t first_node_words = n_nt_faults;
 /// Limits a reader enforces: larger counts are a hostile or corrupt segment.
 constexpr std::uint64_t max_nodes = counter_node_limit, max_fields = 4096;
 /// The node-to-node steal matrix is written for up to this many nodes.
@@ -292,7 +295,7 @@ inline bool parse_image(const std::uint64_t* words, std::size_t n, parsed_image&
   if (words[h_sequence] % 2 != 0) return fail("caught in the middle of an update");
   const std::uint64_t nodes = words[h_node_count], nw = words[h_node_words], pw = words[h_process_words];
   if (nodes > max_nodes) return fail("node count " + std::to_string(nodes) + " is more than " + std::to_string(max_nodes));
-  if (nw < node_words || nw > max_fields) return fail("bad node row size");
+  if (nw < first_node_words || nw > max_fields) return fail("bad node row size");
   if (pw < process_words || pw > max_fields) return fail("bad process section size");
   // Every section inside the image and after the header; none overlapping another.
   struct section {
