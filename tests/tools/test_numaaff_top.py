@@ -87,6 +87,30 @@ def raw_pages_per_node(pid, addr, nbytes):
     return per, 0
 
 
+def node_meminfo(node):
+    """/sys/devices/system/node/nodeN/meminfo: field -> bytes."""
+    out = {}
+    for line in open(f"/sys/devices/system/node/node{node}/meminfo"):
+        words = line.split()  # "Node 0 MemFree: 123 kB"
+        out[words[2].rstrip(":")] = int(words[3]) * (1024 if words[-1] == "kB" else 1)
+    return out
+
+
+def node_huge_pages(node):
+    """(reserved, free) 2 MiB pages of the node from sysfs, or None without that pool."""
+    d = f"/sys/devices/system/node/node{node}/hugepages/hugepages-2048kB"
+    if not os.path.isdir(d):
+        return None
+    return tuple(int(open(os.path.join(d, f)).read()) for f in ("nr_hugepages", "free_hugepages"))
+
+
+def kernel_migrated():
+    for line in open("/proc/vmstat"):
+        if line.startswith("numa_pages_migrated "):
+            return int(line.split()[1])
+    return None
+
+
 def row(frame, node):
     return next(r for r in frame["nodes"] if r["node"] == node)
 
@@ -102,7 +126,27 @@ for bad in (["--pid", "abc"], ["--pid", "0"], ["--pid"], ["--interval", "0"], ["
 # ---- a numaaff process: JSON against raw queries --------------------------------------------
 t = Target(mib=8)
 try:
+    free_before = {n: node_meminfo(n)["MemFree"] for n in online_nodes()}
+    migrated_before = kernel_migrated()
     f = top_json("--pid", str(t.pid))
+    migrated_after = kernel_migrated()
+    # The kernel's figures, against the kernel's own files read around the sample: totals and
+    # huge page pools exactly, free memory between the two reads (16 MiB of slack: other
+    # processes allocate meanwhile), migrations/s zero when the kernel's count did not move.
+    for r in f["nodes"]:
+        n = r["node"]
+        raw = node_meminfo(n)
+        check(r["total_bytes"] == raw["MemTotal"], f"node {n}: total {r['total_bytes']} != sysfs {raw['MemTotal']}")
+        lo, hi = min(free_before[n], raw["MemFree"]), max(free_before[n], raw["MemFree"])
+        check(lo - (16 << 20) <= r["free_bytes"] <= hi + (16 << 20),
+              f"node {n}: free {r['free_bytes']} outside sysfs's {lo}..{hi} around the sample")
+        huge = node_huge_pages(n)
+        if huge is not None:
+            check((r["huge_2mib_reserved"], r["huge_2mib_free"]) == huge,
+                  f"node {n}: huge pages {r['huge_2mib_reserved']}/{r['huge_2mib_free']} != sysfs {huge}")
+    if migrated_before is not None and migrated_before == migrated_after:
+        check(f["kernel_numa_pages_migrated_per_s"] == 0,
+              f"kernel migrations/s {f['kernel_numa_pages_migrated_per_s']} while /proc/vmstat's count stayed {migrated_before}")
     check(sorted(r["node"] for r in f["nodes"]) == online_nodes(), f"rows {[r['node'] for r in f['nodes']]}")
     check(f["pids"] == [t.pid] and f["status"] == "", f"pids {f['pids']} status {f['status']!r}")
     check(f"pid {t.pid}" in f["target"] and "top_target" in f["target"], f"target {f['target']!r}")
