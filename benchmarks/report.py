@@ -178,7 +178,9 @@ def commit():
 
 
 def command_line(env, argv, build):
-    shown = [os.path.relpath(a, ROOT) if a.startswith(build) else a for a in argv]
+    # The build's files and the repository's own scripts (the guest's launcher) as a user's
+    # checkout names them.
+    shown = [os.path.relpath(a, ROOT) if a.startswith(build) or a.startswith(ROOT + os.sep) else a for a in argv]
     prefix = " ".join(f"{k}={os.path.relpath(v, ROOT) if v.startswith(build) else v}" for k, v in env.items())
     return (prefix + " " if prefix else "") + " ".join(shlex.quote(a) for a in shown)
 
