@@ -45,9 +45,9 @@
  * 14 pages move_to/place_blocks/promote/demote moved to the node, 15 pages they could not
  * move there, 16 heap bytes held bound to the node, 17 heap bytes held preferring it (the
  * heap's slabs for small blocks, mapped for the process's life, and its live large blocks),
- * 18 next-touch faults handled for threads running on the node (the one that opened a chunk
- * and any that waited for it; added after the first release of the format: rows of 18 words
- * are read with it as 0).
+ * 18 next-touch faults handled for threads running on the node (the thread that opened a
+ * chunk, and each fault of one that touched it meanwhile and waited; added after the format's
+ * first rows: rows of 18 words are read with it as 0).
  * Steal matrix: word [t * N + v] counts tasks workers of node row t took from node row v.
  * Versions add words at the end of each part (a reader uses the sizes of the header, not its
  * own); any other change gets a new version number, which an older reader refuses.
@@ -97,7 +97,8 @@ struct node_counters {
   std::uint64_t heap_bound_bytes = 0;
   std::uint64_t heap_preferred_bytes = 0;  ///< the same, preferring the node
   /// Next-touch faults handled for threads running on the node: the thread that opened a
-  /// chunk, and any that touched it meanwhile and waited (next_touch_stats().faults, per node).
+  /// chunk, and each fault of a thread that touched it meanwhile and waited (a waiter may
+  /// fault again before the chunk is open): next_touch_stats().faults, per node.
   std::uint64_t next_touch_faults = 0;
 };
 

@@ -37,8 +37,8 @@ struct node_event_counters {
   // totals of thread pools that ended (live pools are read from their workers)
   std::atomic<std::uint64_t> tasks_run{0}, stolen_local{0}, stolen_in{0}, stolen_out{0}, sleeps{0}, worker_ns{0}, idle_ns{0};
   // next-touch: chunks and pages counted for the node the chunk's pages were sent to, faults
-  // (handled ones: the thread that opened the chunk and any that waited for it) for the node
-  // of the faulting thread's CPU
+  // (those the handler took as its own, as next_touch_stats().faults) for the node of the
+  // faulting thread's CPU
   std::atomic<std::uint64_t> nt_chunks{0}, nt_pages_moved{0}, nt_pages_already{0}, nt_pages_failed{0}, nt_faults{0};
   // move_to, place_blocks, promote and demote: pages moved to this node, and pages that could not be
   std::atomic<std::uint64_t> pages_moved{0}, pages_not_moved{0};

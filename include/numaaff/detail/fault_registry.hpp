@@ -401,17 +401,18 @@ inline int open_claimed(armed_range& r, std::size_t& first, std::size_t& last, s
   return opened ? 0 : ENOMEM;
 }
 
-/// The node of the CPU the faulting thread runs on (0 if getcpu fails).
+/// The node of the CPU the faulting thread runs on, -1 if getcpu fails.
 inline int toucher_node() noexcept {
   unsigned cpu = 0, node = 0;
-  if (!call(sys::getcpu, [&] { return ::getcpu(&cpu, &node); })) return 0;
+  if (!call(sys::getcpu, [&] { return ::getcpu(&cpu, &node); })) return -1;
   return static_cast<int>(node);
 }
 
-/// The node the toucher's chunk goes to.
+/// The node the toucher's chunk goes to (node 0 when the toucher's is unknown).
 inline int fault_target(const armed_range& r, int homenode) noexcept {
   if (r.target == touch_target::toucher_homenode && homenode >= 0) return homenode;
-  return toucher_node();
+  const int node = toucher_node();
+  return node >= 0 ? node : 0;
 }
 
 inline std::uint32_t node_bits_of(int node) noexcept {
