@@ -33,6 +33,20 @@ const numaaff::node_counters& row_of(const numaaff::counter_snapshot& s, numaaff
   return *r;
 }
 
+/// Polls snapshot(pid) until `done` holds (the publisher copies every 100 ms), 10 s at most.
+numaaff::counter_snapshot wait_for(long pid, const std::function<bool(const numaaff::counter_snapshot&)>& done) {
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  numaaff::counter_snapshot s;
+  std::error_code ec;
+  while (std::chrono::steady_clock::now() < until) {
+    s = numaaff::snapshot(pid, ec);
+    if (!ec && done(s)) return s;
+    std::this_thread::sleep_for(20ms);
+  }
+  ADD_FAILURE() << "pid " << pid << ": the condition did not hold within 10 s (last error: " << ec.message() << ")";
+  return s;
+}
+
 /// Returns once this process's counter publisher, if it runs, has published from its own
 /// thread. Until then that thread may still be starting inside the allocator, and clang 14's
 /// ASan allocator, unlike glibc's malloc, takes no lock around fork(): a child forked then
@@ -42,13 +56,7 @@ void wait_for_own_publisher() {
   std::error_code ec;
   const numaaff::counter_snapshot first = numaaff::snapshot(::getpid(), ec);
   if (ec) return;  // no segment: this process does not publish, no such thread exists
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  while (std::chrono::steady_clock::now() < until) {
-    const numaaff::counter_snapshot s = numaaff::snapshot(::getpid(), ec);
-    if (!ec && s.taken_at > first.taken_at) return;
-    std::this_thread::sleep_for(10ms);
-  }
-  ADD_FAILURE() << "this process's publisher published nothing new within 10 s";
+  (void)wait_for(::getpid(), [&first](const numaaff::counter_snapshot& s) { return s.taken_at > first.taken_at; });
 }
 
 /// A forked child that runs `body(to_parent)` and then waits for a byte from the parent before
@@ -114,20 +122,6 @@ std::string segment_path(long pid) { return numaaff::detail::counter_file_of(num
 bool exists(const std::string& path) {
   struct stat st {};
   return ::lstat(path.c_str(), &st) == 0;
-}
-
-/// Polls snapshot(pid) until `done` holds (the publisher copies every 100 ms), 10 s at most.
-numaaff::counter_snapshot wait_for(long pid, const std::function<bool(const numaaff::counter_snapshot&)>& done) {
-  const auto until = std::chrono::steady_clock::now() + 10s;
-  numaaff::counter_snapshot s;
-  std::error_code ec;
-  while (std::chrono::steady_clock::now() < until) {
-    s = numaaff::snapshot(pid, ec);
-    if (!ec && done(s)) return s;
-    std::this_thread::sleep_for(20ms);
-  }
-  ADD_FAILURE() << "pid " << pid << ": the condition did not hold within 10 s (last error: " << ec.message() << ")";
-  return s;
 }
 
 TEST(Counters, TasksOfAPoolAreCountedOnTheirWorkersNodesAndStayAfterThePoolEnds) {

@@ -4,9 +4,8 @@
  *
  * The model: numaaff counts what it does per NUMA node as it works (the tasks each node's
  * workers ran, stole and waited, the faults next-touch handled there and the chunks and
- * pages it moved to it, the pages
- * move_to/place_blocks moved to it, what the heap holds there) at a cost of at most one
- * relaxed increment per event. From the first numaaff call that counts (a thread_pool, a
+ * pages it moved to it, the pages move_to/place_blocks moved to it, what the heap holds
+ * there) at a cost of at most one relaxed increment per event. From the first numaaff call that counts (a thread_pool, a
  * next-touch arm, a move), a background thread publishes these counters ten times a second
  * to a file, `/dev/shm/numaaff-PID` (mode 0600: the same user reads it), which any process of
  * that user reads while this one runs, without stopping or slowing it: `numaaff-top` does.
