@@ -2,8 +2,10 @@
 """numaaff-run --report as a user runs it: the per-node summary at the end of a numaaff program
 (top_target running exactly 5000 tasks with a 2 MiB block on the first node, too short for any
 sample: its final counts come from the image it published at exit), a run of 1.5 s sampled
-five times a second with its block on its node, the time series as JSON parsed by Python, the plot drawn as a
-PNG; a command that is not numaaff's and its exit status; bad usage.
+five times a second with its block on its node, the time series as JSON parsed by Python (every
+counter of the format, the steal matrix and the refusals, consistent with each other and with
+the program), the plot drawn as a PNG; a command that is not numaaff's and its exit status; bad
+usage.
 
 usage: test_run_report.py NUMAAFF_RUN TOP_TARGET NUMAAFF_REPORT_PLOT
 Prints 'N passed, N failed' and exits non-zero on any failure."""
@@ -46,11 +48,36 @@ with tempfile.TemporaryDirectory() as tmp:
     final = {n["node"]: n for n in d["final"]["nodes"]}
     check(sorted(final) == online_nodes(), f"final nodes {sorted(final)}")
     check(sum(n["tasks_run"] for n in final.values()) == 5000, "final tasks_run (the image published at exit)")
+    check("idle%" in r.stderr, f"no idle share in the summary:\n{r.stderr}")
+    node_keys = {"node", "workers", "tasks_run", "stolen_local", "stolen_in", "stolen_out", "queued", "sleeps", "worker_ns",
+                 "idle_ns", "next_touch_faults", "next_touch_chunks", "next_touch_pages_moved", "next_touch_pages_already_there",
+                 "next_touch_pages_failed", "pages_moved", "move_pages_not_moved", "pages_not_moved", "heap_bound_bytes",
+                 "heap_preferred_bytes", "heap_bytes", "process_bytes"}
+    refusal_keys = {"policies_skipped", "mappings_unbound", "pages_unmoved", "threads_unpinned", "weighted_fallbacks",
+                    "huge_page_fallbacks"}
+    for s in d["samples"] + [d["final"]]:
+        for n in s["nodes"]:
+            check(set(n) == node_keys and all(type(v) is int and v >= 0 for v in n.values()), f"a node's counters: {n}")
+        check(set(s["refusals"]) == refusal_keys, f"refusals: {s['refusals']}")
+        check(len(s["steals"]) == len(s["nodes"]) and all(len(row) == len(s["nodes"]) for row in s["steals"]), f"steals {s['steals']}")
+    f = d["final"]
+    nodes = f["nodes"]
+    # At the exit every pool is gone and its totals retired: the parts agree exactly.
+    check(f["pools"] == 0 and f["workers"] == 0 and all(n["workers"] == 0 for n in nodes), f"pools at the exit: {f['pools']}, {f['workers']}")
+    check(sum(n["worker_ns"] for n in nodes) > 0 and all(n["idle_ns"] <= n["worker_ns"] for n in nodes),
+          f"worker and idle time: {[(n['worker_ns'], n['idle_ns']) for n in nodes]}")
+    check(all(sum(f["steals"][t]) == nodes[t]["stolen_in"] for t in range(len(nodes))), f"steal matrix rows against stolen_in: {f['steals']}")
+    check(all(sum(row[v] for row in f["steals"]) == nodes[v]["stolen_out"] for v in range(len(nodes))),
+          f"steal matrix columns against stolen_out: {f['steals']}")
+    check(all(n["pages_not_moved"] == n["move_pages_not_moved"] + n["next_touch_pages_failed"] and
+              n["heap_bytes"] == n["heap_bound_bytes"] + n["heap_preferred_bytes"] for n in nodes), "the sums of the parts")
 
     # A run of 1.5 s: samples five times a second, the block seen on its node, drawn as a PNG.
     p = subprocess.Popen([RUN, f"--report={report}", "--", TARGET, "2", str(first)], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    check(p.stdout.readline().startswith("ready"), "the long run did not start")
+    ready = p.stdout.readline().split()
+    check(ready[:1] == ["ready"], "the long run did not start")
+    workers = int(ready[3]) if len(ready) == 4 else -1
     time.sleep(1.5)
     p.stdin.close()
     err = p.stderr.read()
@@ -60,6 +87,11 @@ with tempfile.TemporaryDirectory() as tmp:
     check(len(d["samples"]) >= 5, f"{len(d['samples'])} samples in 1.5 s")
     last_memory = d["samples"][-1]["nodes"] if d["samples"] else []
     check(any(n["node"] == first and n["process_bytes"] >= 2 << 20 for n in last_memory), f"the 2 MiB block on node {first}: {last_memory}")
+    # The block is the heap's, bound to its node; the pool is live in every sample after the first.
+    check(any(n["node"] == first and n["heap_bound_bytes"] >= 2 << 20 for n in last_memory), f"the heap's 2 MiB on node {first}: {last_memory}")
+    live = d["samples"][-1] if d["samples"] else {}
+    check(live.get("pools") == 1 and live.get("workers") == workers == sum(n["workers"] for n in live.get("nodes", [])),
+          f"a live pool of {workers} workers: {live.get('pools')} pools, {live.get('workers')} workers")
     check(sum(n["tasks_run"] for n in d["final"]["nodes"]) >= sum(n["tasks_run"] for n in d["samples"][-1]["nodes"]) > 0,
           "the final counts are below the last sample's")
     times = [s["t"] for s in d["samples"]]
