@@ -3,7 +3,8 @@
 // workers took from another node are counted in on the thief's node, out on the victim's and
 // in the matrix, as sched_getcpu saw them run; numaaff-top --once --json, run against a child
 // process, reports its block on the right node and its workers, per the same raw query, and
-// against the AMR example what the kernel's numa_maps holds; numaaff-bench runs.
+// against the AMR example what the kernel's numa_maps holds; numaaff-run --report of a program
+// whose tasks cross nodes has the program's steals in its matrix; numaaff-bench runs.
 #include <numaaff/numaaff.hpp>
 
 #include "../common/numa_test.hpp"
@@ -25,6 +26,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <map>
 #include <sstream>
@@ -93,6 +95,16 @@ TEST(CountersNuma, StealsAreCountedInOutAndBetweenTheNodesThatRanThem) {
   std::vector<int> ran_on(tasks, -1);
   std::atomic<int> elsewhere{0};
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);  // for all of them together
+  // Every other node's workers are kept busy until the home node's tasks are queued: awake,
+  // they look for work as soon as theirs ends, and find those (asleep, nothing would wake them
+  // for another node's work).
+  std::atomic<bool> queued{false};
+  std::vector<std::future<void>> others;
+  for (node_id n : pool_nodes)
+    if (n != home)
+      others.push_back(pool->submit(n, [&queued, until] {
+        while (!queued.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+      }));
   {
     numaaff::task_group g(*pool);
     for (int i = 0; i < tasks; ++i)
@@ -106,8 +118,10 @@ TEST(CountersNuma, StealsAreCountedInOutAndBetweenTheNodesThatRanThem) {
           while (elsewhere.load() == 0 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
         }
       });
+    queued = true;
     g.wait();
   }
+  for (auto& other : others) other.get();
   const numaaff::counter_snapshot b = numaaff::snapshot();
   std::uint64_t ran_elsewhere = 0;
   for (int n : ran_on) ran_elsewhere += n != home;
@@ -359,6 +373,92 @@ TEST(CountersNuma, NumaaffBenchReportsEveryPairOfNodesAndSaysTheTimingsAreEmulat
   EXPECT_EQ(occurrences(json, "\"refused\""), 0u) << "move_pages refused in the guest";
   EXPECT_EQ(occurrences(json, "\"chunk_pages\":"), 3u);
   std::printf("%s", table.c_str());
+}
+#endif
+
+#ifdef NUMAAFF_RUN
+/// The whole numbers of the first JSON array of arrays after `key` in `json` from `from` on.
+std::vector<std::vector<long>> json_matrix(const std::string& json, std::size_t from, const std::string& key) {
+  std::vector<std::vector<long>> m;
+  std::size_t at = json.find("\"" + key + "\":[", from);
+  if (at == std::string::npos) return m;
+  at += key.size() + 4;
+  while (at < json.size() && json[at] == '[') {
+    std::vector<long> row;
+    ++at;
+    while (at < json.size() && json[at] != ']') {
+      char* end = nullptr;
+      row.push_back(std::strtol(json.c_str() + at, &end, 10));
+      at = static_cast<std::size_t>(end - json.c_str());
+      if (json[at] == ',') ++at;
+    }
+    m.push_back(row);
+    at += 1;                                    // ']'
+    if (at < json.size() && json[at] == ',') ++at;
+  }
+  return m;
+}
+
+// numaaff-run --report of a program whose tasks cross nodes (the steals test above, run as a
+// child): its final counters in the JSON say how many each node stole, from which node, as the
+// program saw its tasks run (sched_getcpu), and the summary prints the matrix.
+TEST(CountersNuma, NumaaffRunReportsTheStealsOfAProgramBetweenTheNodesThatRanThem) {
+  NUMAAFF_REQUIRE_CPU_NODES(2);
+  // The program inherits this thread's CPUs, which a test before may have pinned to one node:
+  // every node's CPUs, so that its pool has workers on all of them.
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (node_id n : numaaff_test::sysfs_nodes())
+    for (int cpu : numaaff_test::sysfs_cpus_of(n)) CPU_SET(static_cast<std::size_t>(cpu), &all);
+  ASSERT_EQ(::sched_setaffinity(0, sizeof all, &all), 0);
+  char self[4096] = {};
+  ASSERT_GT(::readlink("/proc/self/exe", self, sizeof self - 1), 0);
+  char path[] = "/tmp/numaaff-report-XXXXXX";
+  const int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string out = numaaff_test::run_command("timeout 120 " + std::string(NUMAAFF_RUN) + " --report=" + path + " -- " + self +
+                                                    " --gtest_filter=CountersNuma.StealsAreCountedInOutAndBetweenTheNodesThatRanThem");
+  std::ifstream f(path);
+  const std::string json((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  ::unlink(path);
+  ASSERT_NE(out.find("[  PASSED  ] 1 test"), std::string::npos) << out;
+  unsigned long stolen = 0;
+  int home = -1;
+  const std::size_t said = out.find(" of 64 tasks stolen from node ");
+  ASSERT_NE(said, std::string::npos) << out;
+  const std::size_t line = out.rfind('\n', said);
+  ASSERT_EQ(std::sscanf(out.c_str() + (line == std::string::npos ? 0 : line + 1), "%lu of 64 tasks stolen from node %d", &stolen, &home), 2)
+      << out;
+  const std::size_t final_at = json.find("\"final\":");
+  ASSERT_NE(final_at, std::string::npos) << json;
+  const std::string final_part = json.substr(final_at);
+  std::vector<node_id> order;  // the report's node order: the rows and columns of its matrix
+  for (std::size_t at = final_part.find("{\"node\":"); at != std::string::npos; at = final_part.find("{\"node\":", at + 1))
+    order.push_back(std::atoi(final_part.c_str() + at + 8));
+  EXPECT_EQ(order, numaaff::online_nodes());
+  const std::vector<std::vector<long>> steals = json_matrix(json, final_at, "steals");
+  ASSERT_EQ(steals.size(), order.size()) << final_part;
+  double in_total = 0;
+  for (std::size_t t = 0; t < order.size(); ++t) {
+    ASSERT_EQ(steals[t].size(), order.size()) << final_part;
+    long row = 0, column = 0;
+    for (std::size_t v = 0; v < order.size(); ++v) {
+      row += steals[t][v];
+      column += steals[v][t];
+    }
+    EXPECT_EQ(static_cast<double>(row), json_field(final_part, order[t], "stolen_in")) << "node " << order[t] << ": " << final_part;
+    EXPECT_EQ(static_cast<double>(column), json_field(final_part, order[t], "stolen_out")) << "node " << order[t] << ": " << final_part;
+    in_total += json_field(final_part, order[t], "stolen_in");
+    if (order[t] == home) {
+      EXPECT_EQ(static_cast<unsigned long>(column), stolen) << "the program saw " << stolen << " of its tasks run away from node " << home;
+    }
+  }
+  EXPECT_EQ(in_total, static_cast<double>(stolen)) << final_part;
+  EXPECT_EQ(out.find("tasks stolen between nodes") != std::string::npos, stolen > 0) << out;
+  const std::size_t summary = out.find("numaaff-run: report of pid");
+  std::printf("%lu of 64 tasks stolen from node %d, as the report says:\n%s\n", stolen, home,
+              summary != std::string::npos ? out.c_str() + summary : "");
 }
 #endif
 
