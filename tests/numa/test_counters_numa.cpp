@@ -135,9 +135,9 @@ TEST(CountersNuma, StealsAreCountedInOutAndBetweenTheNodesThatRanThem) {
     EXPECT_EQ(b.stolen_between(n, home) - a.stolen_between(n, home), ran_here) << "node " << n;
     in += stolen_in;
   }
-  // How many were stolen is the scheduler's business (on 6.12 a third to a half; on 6.1 after
-  // the test above, none within the 5 s: see the closing note of issue 28); that each steal is
-  // counted once on both sides and in the matrix is what this test asserts.
+  // How many were stolen is the scheduler's business (seen here: a third to all but one, on 6.1
+  // and 6.12); that each steal is counted once on both sides and in the matrix is what this
+  // test asserts.
   // The pool ends: its steals stay counted, in the totals and in the matrix.
   pool.reset();
   const numaaff::counter_snapshot c = numaaff::snapshot();
