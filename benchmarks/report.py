@@ -43,9 +43,11 @@ ALLOCATORS = [
 REPS = ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=true",
         "--benchmark_report_aggregates_only=true"]
 
-# name: the README marker and the binary in <build>/benchmarks; args: the measured command's
-# arguments; variants: (column, environment) pairs, each run as its own command; smoke: the
-# arguments of CI's quick run (tiny times, a filter), which checks the shape, not the figures.
+# name: the README marker and the binary in <build>/benchmarks (or binary: its name there, or
+# path: a program elsewhere in the build that prints its ratios as the benchmarks do); args:
+# the measured command's arguments; variants: (column, environment) pairs, each run as its own
+# command; smoke: the arguments of CI's quick run (tiny times, a filter), which checks the
+# shape, not the figures.
 SECTIONS = [
     {
         "name": "bench_allocator",
@@ -112,6 +114,21 @@ SECTIONS = [
                  "--benchmark_report_aggregates_only=true"],
         "smoke": ["--benchmark_filter=move.*/4096/", "--benchmark_min_time=0.01"],
     },
+    # The tiled Cholesky example with real BLAS/LAPACK kernels, both versions checked against
+    # LAPACKE_dpotrf on the whole matrix.
+    {
+        "name": "cholesky",
+        "path": "examples/cholesky",
+        "args": ["--n", "2048", "--tile", "256", "--repeat", "3", "--check"],
+        "smoke": ["--n", "256", "--tile", "64", "--repeat", "1", "--check"],
+    },
+    {
+        "name": "cholesky-vm",
+        "path": "examples/cholesky",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "args": ["--n", "1024", "--tile", "128", "--repeat", "2", "--check"],
+        "smoke": ["--n", "256", "--tile", "64", "--repeat", "1", "--check"],
+    },
     {
         "name": "bench_io_guard",
         "args": ["--benchmark_min_time=0.2"] + REPS,
@@ -120,8 +137,8 @@ SECTIONS = [
     },
 ]
 
-RATIO = re.compile(r"^\s+(?P<label>.*?)\s+(?P<value>-?[0-9.]+)(?P<unit>x|ns)\s+target (?P<op>>=|<=) "
-                   r"(?P<target>[0-9.]+)(?:x|ns)\s+(?P<verdict>met|MISSED)\s*$")
+RATIO = re.compile(r"^\s+(?P<label>.*?)\s+(?P<value>-?[0-9.]+)(?P<unit>x|ns|%)\s+target (?P<op>>=|<=) "
+                   r"(?P<target>[0-9.]+)(?:x|ns|%)\s+(?P<verdict>met|MISSED)\s*$")
 CONTEXT = re.compile(r"^numaaff benchmark on (.*)$")
 
 
@@ -197,7 +214,7 @@ def command_line(env, argv, build):
 
 def run_section(section, build, runs, smoke):
     """Runs every variant `runs` times; returns (commands, contexts, {variant: [ratios per run]})."""
-    binary = os.path.join(build, "benchmarks", section.get("binary", section["name"]))
+    binary = os.path.join(build, section.get("path", os.path.join("benchmarks", section.get("binary", section["name"]))))
     if not os.access(binary, os.X_OK):
         raise SystemExit(f"report.py: {binary} is not built")
     args = (section["smoke"] + ["--benchmark_color=false"]) if smoke else section["args"]
@@ -229,7 +246,7 @@ def run_section(section, build, runs, smoke):
 def cell(values, unit, baselines=None):
     """Every run's figure, in the order they ran: the spread is part of the figure. A cost
     whose target is the baseline's own cost in that run shows both: "numaaff's vs the baseline's"."""
-    fmt = "{:.0f} ns" if unit == "ns" else "{:.2f}x"
+    fmt = {"ns": "{:.0f} ns", "%": "{:.0f}%"}.get(unit, "{:.2f}x")
     if baselines:
         return ", ".join(f"{fmt.format(v)} vs {fmt.format(b)}" for v, b in zip(values, baselines))
     return ", ".join(fmt.format(v) for v in values)
@@ -243,7 +260,7 @@ def render(section, commands, contexts, results, runs, before):
             for r in ratios:
                 if r["key"] not in targets:
                     keys.append(r["key"])
-                    targets[r["key"]] = f"{r['op']} {r['target']}{'ns' if r['unit'] == 'ns' else 'x'}"
+                    targets[r["key"]] = f"{r['op']} {r['target']}{r['unit']}"
                 seen_targets.setdefault(r["key"], set()).add(r["target"])
     # A target that moves from run to run is the baseline's figure in that run (a cost per task
     # against oneTBB's): the cells show it beside numaaff's.

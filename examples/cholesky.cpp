@@ -5,7 +5,9 @@
 // block-cyclically over the CPU nodes (move_to), as a distributed-memory code would lay them
 // out. Prints each version's time and GFLOP/s, and the share of its tasks that ran on the node
 // holding most of their tiles (raw move_pages query and sched_getcpu); with --check, compares
-// both results with LAPACKE_dpotrf on the whole matrix.
+// both results with LAPACKE_dpotrf on the whole matrix. Ends with the figures as ratios of the
+// same run, in the form benchmarks/report.py reads: numaaff's best time over OpenMP's, and on
+// several nodes the share of numaaff's tasks on the node of most of their tiles.
 //
 //   cholesky [--n N] [--tile B] [--repeat R] [--check]
 //
@@ -21,6 +23,7 @@
 #include <omp.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/utsname.h>
 
 #include <algorithm>
 #include <chrono>
@@ -235,6 +238,7 @@ int main(int argc, char** argv) {
     }
     const double flops = static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n) / 3.0;
     bool ok = true;
+    double best_of[2] = {0, 0}, share_of[2] = {0, 0};
     for (const char* version : {"numaaff dataflow", "OpenMP depend"}) {
       double best = 1e300;
       std::size_t local = 0, tasks = 0;
@@ -263,6 +267,22 @@ int main(int argc, char** argv) {
         std::printf("  max |L - LAPACKE_dpotrf| = %.2e %s", err, good ? "ok" : "WRONG");
       }
       std::printf("\n");
+      const int v = version[0] == 'n' ? 0 : 1;
+      best_of[v] = best;
+      share_of[v] = 100.0 * static_cast<double>(local) / static_cast<double>(tasks);
+    }
+    utsname u{};
+    ::uname(&u);
+    std::printf("\nnumaaff benchmark on kernel %s, %zu node(s), %zu cpu(s), placement effective: %s\n", u.release,
+                numaaff::topology::system().node_count(), numaaff::topology::system().cpus().size(),
+                numaaff::system_report().placement_effective() ? "yes" : "no");
+    std::printf("ratios (same run):\n");
+    const double r = best_of[0] / best_of[1];
+    std::printf("  %-58s %8.2fx  target <= 1.00x  %s\n", "best time: numaaff dataflow / OpenMP depend", r, r <= 1.0 ? "met" : "MISSED");
+    if (nodes.size() > 1) {
+      std::printf("  %-58s %8.0f%%  target >= 95%%  %s\n", "tasks on the node of most of their tiles: numaaff", share_of[0],
+                  share_of[0] >= 95.0 ? "met" : "MISSED");
+      std::printf("  %-58s %8.0f%%  target >= 0%%  met\n", "  the same, OpenMP depend (reference)", share_of[1]);
     }
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
