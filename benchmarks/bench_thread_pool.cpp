@@ -341,6 +341,11 @@ int main(int argc, char** argv) {
        {"tasks/numaaff_post/process_time/real_time", "tasks/tbb_task_group/process_time/real_time", ratio::measure::rate, 1.0, "100k posted tasks: numaaff / oneTBB"},
        {"tasks/numaaff_post/process_time/real_time", "tasks/tbb_task_group/process_time/real_time", ratio::measure::cpu_time, 1.0,
         "  the same, process CPU time per task (numaaff / oneTBB)"},
+       // What a data hint costs a post (each post hinted at one of 32 blocks of 64 KiB).
+       {"tasks/numaaff_post_near/process_time/real_time", "tasks/numaaff_post/process_time/real_time", ratio::measure::time, 1.3,
+        "data-affine posts: post_near / post, time"},
+       {"tasks/numaaff_post_near/process_time/real_time", "tasks/numaaff_post/process_time/real_time", ratio::measure::cpu_time, 1.3,
+        "  the same, process CPU time"},
        // The same three as costs per task, beside oneTBB's (issue 26 asks for both).
        {"tasks/numaaff_task_group/process_time/real_time", "tasks/tbb_task_group/process_time/real_time", ratio::measure::ns_per_item, 1.0,
         "100k empty tasks: ns per task, numaaff (target: oneTBB's)"},
