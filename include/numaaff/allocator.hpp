@@ -222,6 +222,14 @@ inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::si
     if (ec == std::errc::not_enough_memory) throw_bad_alloc();
     throw_failure(ec, s.weights.empty() ? "interleave" : "weighted_interleave");
   }
+  // Its bytes count for every node it is interleaved over (the live counters), by weight.
+  arena_table::spread over;
+  try {
+    for (std::size_t i = 0; i < s.nodes.size(); ++i) over.emplace_back(s.nodes[i], s.weights.empty() ? 1 : s.weights[i]);
+  } catch (...) {
+    over.clear();  // no memory for the record: counted where it was mapped
+  }
+  spread_large(p, std::move(over));
   if (s.options.populate) {
     const std::size_t ps = page_size();
     for (std::size_t off = 0; off < bytes; off += ps) static_cast<volatile char*>(p)[off] = 0;

@@ -376,6 +376,38 @@ TEST(CountersNuma, NumaaffBenchReportsEveryPairOfNodesAndSaysTheTimingsAreEmulat
 }
 #endif
 
+// A large interleaved block counts for every node its pages are interleaved over, as much as
+// a raw query finds there, and its free gives each node back what it counted (before, all of
+// it counted for the node the block was first mapped on).
+TEST(CountersNuma, AnInterleavedBlockCountsOnEachNodeWhatTheKernelPutThere) {
+  NUMAAFF_REQUIRE_CPU_NODES(2);
+  constexpr std::size_t bytes = std::size_t{32} << 20;
+  auto heap = [](const numaaff::counter_snapshot& s, node_id n) {
+    return field(s, n, &numaaff::node_counters::heap_bound_bytes) + field(s, n, &numaaff::node_counters::heap_preferred_bytes);
+  };
+  const numaaff::counter_snapshot a = numaaff::snapshot();
+  void* p = numaaff::allocate(numaaff::kind::interleave(), bytes);
+  std::memset(p, 1, bytes);
+  const numaaff::counter_snapshot b = numaaff::snapshot();
+  const numaaff_test::raw_placement r = numaaff_test::query_pages(p, bytes);
+  numaaff::deallocate(p);
+  const numaaff::counter_snapshot c = numaaff::snapshot();
+  const std::uint64_t ps = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  std::uint64_t counted = 0;
+  std::size_t nodes_used = 0;
+  for (node_id n : numaaff_test::sysfs_nodes()) {
+    const std::uint64_t held = heap(b, n) - heap(a, n);
+    const std::uint64_t there = static_cast<std::uint64_t>(r.on(n)) * ps;
+    counted += held;
+    nodes_used += there > 0;
+    // The kernel interleaves by page, numaaff counts by share: a page or two apart at most.
+    EXPECT_LE(held > there ? held - there : there - held, 2 * ps) << "node " << n << ": counted " << held << ", raw " << r.to_string();
+    EXPECT_EQ(heap(c, n), heap(a, n)) << "node " << n << " after the free";
+  }
+  EXPECT_GE(counted, bytes);
+  EXPECT_GE(nodes_used, 2u) << r.to_string();
+}
+
 #ifdef NUMAAFF_RUN
 /// The whole numbers of the first JSON array of arrays after `key` in `json` from `from` on.
 std::vector<std::vector<long>> json_matrix(const std::string& json, std::size_t from, const std::string& key) {

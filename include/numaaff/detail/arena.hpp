@@ -627,16 +627,21 @@ inline std::int64_t steady_now_ns() noexcept {
 struct arena_table {
   std::atomic<node_arena*> arenas[max_nodes] = {};
   std::mutex create;
-  std::mutex large_lock;  // guards `large` and `spare`: a large block costs a system call, the lock is noise
+  std::mutex large_lock;  // guards `large`, `spare` and `spreads`: a large block costs a system call, the lock is noise
+  /// The nodes a block's pages are interleaved over, with their weights: its bytes count for
+  /// each node in proportion (heap_share), not for the node it was first mapped on.
+  using spread = std::vector<std::pair<int, std::uint64_t>>;
   struct large_block {
     std::size_t len;      // of its mapping
     std::size_t granule;  // its page size: what a sized free rounds up to
     extent_key key;       // how it is placed, when its pages may be reused (spare_extents)
     std::uint64_t epoch;  // placement_epoch when it was mapped
     extent_key placed;    // the node and strictness it was mapped with, reusable or not
+    std::uint32_t spread = 0;  // 1 + its index in `spreads` when interleaved; 0: all on placed.node
   };
   std::unordered_map<std::uintptr_t, large_block> large;  // start of each large block -> its mapping
   spare_extents spare;
+  std::vector<spread> spreads;  // each distinct one once (a program uses a handful): never shrinks
 
   arena_table() { ::pthread_atfork([] { instance().lock_all(); }, [] { instance().unlock_all(); }, [] { instance().unlock_all(); }); }
   static arena_table& instance() {
@@ -1049,6 +1054,57 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
          registry_live.load(std::memory_order_acquire) == 0;
 }
 
+/// A node's part of `len` bytes spread by weight `w` over a total weight `total`: at most `len`
+/// (the remainder's product is taken in 128 bits).
+inline std::uint64_t heap_share(std::uint64_t len, std::uint64_t w, std::uint64_t total) noexcept {
+  __extension__ using wide = unsigned __int128;
+  return static_cast<std::uint64_t>(static_cast<wide>(len) * w / total);
+}
+
+/// Counts `len` bytes of large block `b` as held (sign 1) or given back (-1) on its nodes.
+/// Called with the table's large_lock held (it reads `spreads`).
+inline void count_large(const arena_table& t, const arena_table::large_block& b, int sign, std::size_t len) noexcept {
+  if (b.spread == 0 || b.spread > t.spreads.size()) {
+    count_heap_bytes(b.placed.node, b.placed.strict, sign * static_cast<std::int64_t>(len));
+    return;
+  }
+  const arena_table::spread& nodes = t.spreads[b.spread - 1];
+  std::uint64_t total = 0;
+  for (const auto& [node, w] : nodes) total += w;
+  // The first node takes what the others' shares leave, so that the parts add up to `len`
+  // exactly and a free gives back what the allocation counted.
+  std::uint64_t given = 0;
+  for (std::size_t i = 1; i < nodes.size(); ++i) {
+    const std::uint64_t part = heap_share(len, nodes[i].second, total);
+    given += part;
+    count_heap_bytes(nodes[i].first, b.placed.strict, sign * static_cast<std::int64_t>(part));
+  }
+  count_heap_bytes(nodes[0].first, b.placed.strict, sign * static_cast<std::int64_t>(len - given));
+}
+
+/// Large block `p`'s pages are interleaved over `nodes` now (by weight): its bytes count for
+/// them from here on, and its free gives them back there. Best effort: without memory for the
+/// record it stays counted where it was mapped.
+inline void spread_large(void* p, arena_table::spread nodes) noexcept {
+  std::uint64_t total = 0;
+  for (const auto& [node, w] : nodes) total += w;
+  if (nodes.empty() || total == 0) return;
+  arena_table& t = arena_table::instance();
+  std::lock_guard<std::mutex> guard(t.large_lock);
+  const auto it = t.large.find(reinterpret_cast<std::uintptr_t>(p));
+  if (it == t.large.end()) return;
+  std::size_t id = 0;
+  while (id < t.spreads.size() && t.spreads[id] != nodes) ++id;
+  try {
+    if (id == t.spreads.size()) t.spreads.push_back(std::move(nodes));
+  } catch (...) {
+    return;
+  }
+  count_large(t, it->second, -1, it->second.len);
+  it->second.spread = static_cast<std::uint32_t>(id + 1);
+  count_large(t, it->second, 1, it->second.len);
+}
+
 /// A large block: pages kept from a freed block of the same placement, else its own mapping;
 /// recorded in the registry that numa_deallocate checks. Out of line, so that the small-block
 /// path stays a few instructions.
@@ -1081,7 +1137,7 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
     ec = std::make_error_code(std::errc::not_enough_memory);
     return nullptr;
   }
-  count_heap_bytes(node, o.strict, static_cast<std::int64_t>(len));
+  count_heap_bytes(node, o.strict, static_cast<std::int64_t>(len));  // spread_large recounts an interleaved one
   ec.clear();
   return p;
 }
@@ -1100,7 +1156,7 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
     heap_misuse("free with a size that does not match the block's", p);
   const arena_table::large_block b = it->second;
   t.large.erase(it);
-  count_heap_bytes(b.placed.node, b.placed.strict, -static_cast<std::int64_t>(b.len));
+  count_large(t, b, -1, b.len);
   if (pages_reusable(b)) {
     t.spare.give(at, b.len, b.key, steady_now_ns());
     return;
@@ -1140,12 +1196,14 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
   if (pages_reusable(b) && len < reusable_bytes()) {
     if (len < b.len) {
       t.spare.give(at + len, b.len - len, b.key, steady_now_ns());
-      count_heap_bytes(b.placed.node, b.placed.strict, -static_cast<std::int64_t>(b.len - len));
+      count_large(t, b, -1, b.len);
+      count_large(t, b, 1, len);
       b.len = len;
       return p;
     }
     if (t.spare.take_at(at + b.len, len - b.len, b.key)) {
-      count_heap_bytes(b.placed.node, b.placed.strict, static_cast<std::int64_t>(len - b.len));
+      count_large(t, b, -1, b.len);
+      count_large(t, b, 1, len);
       b.len = len;
       return p;
     }
@@ -1154,7 +1212,8 @@ inline bool pages_reusable(const arena_table::large_block& b) noexcept {
   if (!r) return nullptr;
   // The entry is moved, not made: the table holds as many entries as before, so nothing
   // allocates or rehashes. A block grown past the size whose pages are kept is kept no more.
-  count_heap_bytes(b.placed.node, b.placed.strict, static_cast<std::int64_t>(len) - static_cast<std::int64_t>(b.len));
+  count_large(t, b, -1, b.len);
+  count_large(t, b, 1, len);
   auto entry = t.large.extract(it);
   entry.key() = reinterpret_cast<std::uintptr_t>(r.value);
   entry.mapped().len = len;
