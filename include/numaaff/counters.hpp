@@ -43,7 +43,8 @@
  * node, 11 pages they moved there, 12 pages already there, 13 pages that failed to move,
  * 14 pages move_to/place_blocks/promote/demote moved to the node, 15 pages they could not
  * move there, 16 heap bytes held bound to the node, 17 heap bytes held preferring it (the
- * heap's slabs for small blocks, mapped for the process's life, and its live large blocks),
+ * heap's slabs for small blocks, mapped for the process's life, and its live large blocks; an
+ * interleaved block counts on each node it is interleaved over, by weight),
  * 18 next-touch faults handled for threads running on the node (the thread that opened a
  * chunk, and each fault of one that touched it meanwhile and waited; added after the format's
  * first rows: rows of 18 words are read with it as 0).
@@ -92,7 +93,7 @@ struct node_counters {
   std::uint64_t pages_moved = 0;      ///< moved there by move_to, place_blocks, promote, demote
   std::uint64_t pages_not_moved = 0;  ///< that those calls could not move there
   /// Heap memory held bound to the node (a level): its slabs for small blocks, mapped for the
-  /// process's life, and its live large blocks.
+  /// process's life, and its live large blocks (an interleaved one for its share of each node).
   std::uint64_t heap_bound_bytes = 0;
   std::uint64_t heap_preferred_bytes = 0;  ///< the same, preferring the node
   /// Next-touch faults handled for threads running on the node: the thread that opened a
