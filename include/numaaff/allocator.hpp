@@ -208,7 +208,17 @@ inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::si
   if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), s.options);
   // A large block: map it on the first node, then interleave its pages over all of them.
   const std::vector<node_weight> weights = s.weights.empty() ? std::vector<node_weight>{} : s.weight_list();
-  void* p = allocate_or_throw(bytes, align, s.nodes.front(), interleaved_mapping(s.options));
+  // Its own pages, never ones kept from a freed block of the first node: those are there
+  // already, and an interleave policy leaves a page where it is when its node is one of the
+  // policy's (even with MPOL_MF_MOVE).
+  void* p = nullptr;
+  {
+    fresh_large_block = true;
+    struct reset {
+      ~reset() { fresh_large_block = false; }
+    } once;
+    p = allocate_or_throw(bytes, align, s.nodes.front(), interleaved_mapping(s.options));
+  }
   failed_call = sys::count_;
   std::error_code ec;  // both calls are noexcept
   if (weights.empty()) {
@@ -222,10 +232,13 @@ inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::si
     if (ec == std::errc::not_enough_memory) throw_bad_alloc();
     throw_failure(ec, s.weights.empty() ? "interleave" : "weighted_interleave");
   }
-  // Its bytes count for every node it is interleaved over (the live counters), by weight.
+  // Its bytes count for every node it is interleaved over (the live counters), by weight; a
+  // node named twice is one node to the kernel's node mask.
   arena_table::spread over;
   try {
-    for (std::size_t i = 0; i < s.nodes.size(); ++i) over.emplace_back(s.nodes[i], s.weights.empty() ? 1 : s.weights[i]);
+    for (std::size_t i = 0; i < s.nodes.size(); ++i)
+      if (std::none_of(over.begin(), over.end(), [&](const auto& e) { return e.first == s.nodes[i]; }))
+        over.emplace_back(s.nodes[i], s.weights.empty() ? 1 : s.weights[i]);
   } catch (...) {
     over.clear();  // no memory for the record: counted where it was mapped
   }

@@ -482,6 +482,9 @@ inline extent_key reusable_key(std::size_t len, int node, const placement_option
 /// Set by each large allocation of the calling thread: whether its pages were kept from a freed
 /// block (and so may hold its data). Read right after the allocation by calloc's clearing.
 inline thread_local bool last_large_block_reused = false;
+/// Set around one large allocation of the calling thread that must map pages of its own, not
+/// take kept ones (an interleaved block: see interleave_allocate).
+inline thread_local bool fresh_large_block = false;
 
 /**
  * Freed large blocks whose pages stay mapped and resident for the next block of their
@@ -1118,7 +1121,7 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
   const extent_key key = reusable_key(len, node, o);
   arena_table& t = arena_table::instance();
   void* p = nullptr;
-  if (key.node >= 0 && align <= page_size()) {
+  if (key.node >= 0 && align <= page_size() && !fresh_large_block) {
     std::lock_guard<std::mutex> guard(t.large_lock);
     t.spare.age(steady_now_ns());
     p = t.spare.take(len, key);
