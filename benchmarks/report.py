@@ -217,7 +217,8 @@ def run_section(section, build, runs, smoke):
     binary = os.path.join(build, section.get("path", os.path.join("benchmarks", section.get("binary", section["name"]))))
     if not os.access(binary, os.X_OK):
         raise SystemExit(f"report.py: {binary} is not built")
-    args = (section["smoke"] + ["--benchmark_color=false"]) if smoke else section["args"]
+    # A program that is not a Google Benchmark binary (path) takes no benchmark flags.
+    args = (section["smoke"] + ([] if "path" in section else ["--benchmark_color=false"])) if smoke else section["args"]
     variants = section.get("variants", [("", {})])
     commands, contexts, results = [], set(), {name: [] for name, _ in variants}
     for _ in range(runs):
