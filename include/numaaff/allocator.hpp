@@ -124,8 +124,11 @@ inline placement_options placement_of(const alloc_options& o) noexcept {
 }
 
 /// Frees a block allocated with options `o` (any allocator or resource of this header).
+inline void release_block(void* p, std::size_t bytes, std::size_t align, const placement_options& o) noexcept {
+  numa_deallocate(p, bytes, align, o);
+}
 inline void release_block(void* p, std::size_t bytes, std::size_t align, const alloc_options& o) noexcept {
-  numa_deallocate(p, bytes, align, placement_of(o));
+  release_block(p, bytes, align, placement_of(o));
 }
 
 
@@ -133,16 +136,19 @@ inline void release_block(void* p, std::size_t bytes, std::size_t align, const a
 
 namespace detail {
 
-inline void* allocate_or_throw(std::size_t bytes, std::size_t align, node_id node, const alloc_options& o) {
+inline void* allocate_or_throw(std::size_t bytes, std::size_t align, node_id node, const placement_options& o) {
   if (node < 0 || node >= max_nodes)
     throw_invalid_argument("numaaff: node " + std::to_string(node) + " is not a node a kernel can have (0 to " +
                            std::to_string(max_nodes - 1) + ")");
   failed_call = sys::count_;
   std::error_code ec;
-  void* p = numa_allocate(bytes, align, node, placement_of(o), ec);
+  void* p = numa_allocate(bytes, align, node, o, ec);
   if (p != nullptr) return p;
   if (ec == std::errc::not_enough_memory || ec == std::errc::resource_unavailable_try_again) throw_bad_alloc();
   throw_failure(ec, "allocate");
+}
+inline void* allocate_or_throw(std::size_t bytes, std::size_t align, node_id node, const alloc_options& o) {
+  return allocate_or_throw(bytes, align, node, placement_of(o));
 }
 
 /// Shared state of interleaving allocators: the nodes, their weights (none: equal) and a
@@ -198,27 +204,20 @@ struct interleave_access {
 };
 
 /// How a large interleaved block is mapped: a huge page lands on one node whole, so
-/// page-by-page interleaving has none unless the caller asked for them.
-inline alloc_options interleaved_mapping(const alloc_options& o) noexcept {
+/// page-by-page interleaving has none unless the caller asked for them. Its pages are its own:
+/// pages kept from a freed block of the first node are resident there, and an interleave
+/// policy leaves a page where it is when its node is one of the policy's (even with
+/// MPOL_MF_MOVE).
+inline placement_options interleaved_mapping(const alloc_options& o) noexcept {
   using mode = numaaff::huge_page_mode;
-  return {false, false, o.huge_pages == mode::always ? mode::always : mode::never};
+  return {false, false, o.huge_pages == mode::always ? huge_page_mode::always : huge_page_mode::never, false};
 }
 
 inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::size_t align) {
   if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), s.options);
   // A large block: map it on the first node, then interleave its pages over all of them.
   const std::vector<node_weight> weights = s.weights.empty() ? std::vector<node_weight>{} : s.weight_list();
-  // Its own pages, never ones kept from a freed block of the first node: those are there
-  // already, and an interleave policy leaves a page where it is when its node is one of the
-  // policy's (even with MPOL_MF_MOVE).
-  void* p = nullptr;
-  {
-    fresh_large_block = true;
-    struct reset {
-      ~reset() { fresh_large_block = false; }
-    } once;
-    p = allocate_or_throw(bytes, align, s.nodes.front(), interleaved_mapping(s.options));
-  }
+  void* p = allocate_or_throw(bytes, align, s.nodes.front(), interleaved_mapping(s.options));
   failed_call = sys::count_;
   std::error_code ec;  // both calls are noexcept
   if (weights.empty()) {
@@ -251,7 +250,7 @@ inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::si
 }
 
 inline void interleave_deallocate(const interleave_state& s, void* p, std::size_t bytes, std::size_t align) noexcept {
-  release_block(p, bytes, align, is_small(bytes, align) ? s.options : interleaved_mapping(s.options));
+  release_block(p, bytes, align, is_small(bytes, align) ? placement_of(s.options) : interleaved_mapping(s.options));
 }
 
 /// The nodes a `NUMAAFF_INTERLEAVE_NODES` value names; every kernel node for none.

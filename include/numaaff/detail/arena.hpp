@@ -72,6 +72,9 @@ struct placement_options {
   bool strict = true;     // MPOL_BIND, else MPOL_PREFERRED
   bool populate = false;  // fault the pages in now
   huge_page_mode huge_pages = huge_page_mode::per_block;
+  // Pages a freed block of the same placement kept may serve it, and its own may be kept for
+  // the next (spare_extents). Off for a block whose policy changes after mapping (interleaved).
+  bool keep_pages = true;
 };
 
 /// Applies the huge-page choice to a fresh mapping [p, p + len) whose start is
@@ -474,17 +477,14 @@ inline std::size_t reusable_bytes() noexcept {
 /// The key of a large block of `len` bytes (not 0) mapped with `o` on `node`, when its pages can
 /// serve another block: base pages, no huge pages, not populated at allocation.
 inline extent_key reusable_key(std::size_t len, int node, const placement_options& o) noexcept {
-  const bool plain = !o.populate && reserved_page_bytes(o.huge_pages) == 0 && o.huge_pages != huge_page_mode::always &&
-                     len != 0 && len < reusable_bytes();
+  const bool plain = o.keep_pages && !o.populate && reserved_page_bytes(o.huge_pages) == 0 &&
+                     o.huge_pages != huge_page_mode::always && len != 0 && len < reusable_bytes();
   return plain ? extent_key{node, o.strict} : extent_key{};
 }
 
 /// Set by each large allocation of the calling thread: whether its pages were kept from a freed
 /// block (and so may hold its data). Read right after the allocation by calloc's clearing.
 inline thread_local bool last_large_block_reused = false;
-/// Set around one large allocation of the calling thread that must map pages of its own, not
-/// take kept ones (an interleaved block: see interleave_allocate).
-inline thread_local bool fresh_large_block = false;
 
 /**
  * Freed large blocks whose pages stay mapped and resident for the next block of their
@@ -1064,25 +1064,29 @@ inline std::uint64_t heap_share(std::uint64_t len, std::uint64_t w, std::uint64_
   return static_cast<std::uint64_t>(static_cast<wide>(len) * w / total);
 }
 
-/// Counts `len` bytes of large block `b` as held (sign 1) or given back (-1) on its nodes.
-/// Called with the table's large_lock held (it reads `spreads`).
-inline void count_large(const arena_table& t, const arena_table::large_block& b, int sign, std::size_t len) noexcept {
+/// Changes what large block `b` counts on its nodes from `from` bytes to `to` (0: nothing), one
+/// add per node. Called with the table's large_lock held (it reads `spreads`).
+inline void count_large(const arena_table& t, const arena_table::large_block& b, std::size_t from, std::size_t to) noexcept {
+  auto add = [&](int node, std::uint64_t was, std::uint64_t now) {
+    if (was != now) count_heap_bytes(node, b.placed.strict, static_cast<std::int64_t>(now) - static_cast<std::int64_t>(was));
+  };
   if (b.spread == 0 || b.spread > t.spreads.size()) {
-    count_heap_bytes(b.placed.node, b.placed.strict, sign * static_cast<std::int64_t>(len));
+    add(b.placed.node, from, to);
     return;
   }
   const arena_table::spread& nodes = t.spreads[b.spread - 1];
   std::uint64_t total = 0;
   for (const auto& [node, w] : nodes) total += w;
-  // The first node takes what the others' shares leave, so that the parts add up to `len`
-  // exactly and a free gives back what the allocation counted.
-  std::uint64_t given = 0;
+  // The first node takes what the others' shares leave, so that the parts add up to the
+  // block's length exactly and a free gives back what the allocation counted.
+  std::uint64_t given_from = 0, given_to = 0;
   for (std::size_t i = 1; i < nodes.size(); ++i) {
-    const std::uint64_t part = heap_share(len, nodes[i].second, total);
-    given += part;
-    count_heap_bytes(nodes[i].first, b.placed.strict, sign * static_cast<std::int64_t>(part));
+    const std::uint64_t was = heap_share(from, nodes[i].second, total), now = heap_share(to, nodes[i].second, total);
+    given_from += was;
+    given_to += now;
+    add(nodes[i].first, was, now);
   }
-  count_heap_bytes(nodes[0].first, b.placed.strict, sign * static_cast<std::int64_t>(len - given));
+  add(nodes[0].first, from - given_from, to - given_to);
 }
 
 /// Large block `p`'s pages are interleaved over `nodes` now (by weight): its bytes count for
@@ -1103,9 +1107,9 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
   } catch (...) {
     return;
   }
-  count_large(t, it->second, -1, it->second.len);
+  count_large(t, it->second, it->second.len, 0);
   it->second.spread = static_cast<std::uint32_t>(id + 1);
-  count_large(t, it->second, 1, it->second.len);
+  count_large(t, it->second, 0, it->second.len);
 }
 
 /// A large block: pages kept from a freed block of the same placement, else its own mapping;
@@ -1121,7 +1125,7 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
   const extent_key key = reusable_key(len, node, o);
   arena_table& t = arena_table::instance();
   void* p = nullptr;
-  if (key.node >= 0 && align <= page_size() && !fresh_large_block) {
+  if (key.node >= 0 && align <= page_size()) {
     std::lock_guard<std::mutex> guard(t.large_lock);
     t.spare.age(steady_now_ns());
     p = t.spare.take(len, key);
@@ -1159,7 +1163,7 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
     heap_misuse("free with a size that does not match the block's", p);
   const arena_table::large_block b = it->second;
   t.large.erase(it);
-  count_large(t, b, -1, b.len);
+  count_large(t, b, b.len, 0);
   if (pages_reusable(b)) {
     t.spare.give(at, b.len, b.key, steady_now_ns());
     return;
@@ -1199,14 +1203,12 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
   if (pages_reusable(b) && len < reusable_bytes()) {
     if (len < b.len) {
       t.spare.give(at + len, b.len - len, b.key, steady_now_ns());
-      count_large(t, b, -1, b.len);
-      count_large(t, b, 1, len);
+      count_large(t, b, b.len, len);
       b.len = len;
       return p;
     }
     if (t.spare.take_at(at + b.len, len - b.len, b.key)) {
-      count_large(t, b, -1, b.len);
-      count_large(t, b, 1, len);
+      count_large(t, b, b.len, len);
       b.len = len;
       return p;
     }
@@ -1215,8 +1217,7 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
   if (!r) return nullptr;
   // The entry is moved, not made: the table holds as many entries as before, so nothing
   // allocates or rehashes. A block grown past the size whose pages are kept is kept no more.
-  count_large(t, b, -1, b.len);
-  count_large(t, b, 1, len);
+  count_large(t, b, b.len, len);
   auto entry = t.large.extract(it);
   entry.key() = reinterpret_cast<std::uintptr_t>(r.value);
   entry.mapped().len = len;
