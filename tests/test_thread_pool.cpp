@@ -290,11 +290,57 @@ TEST(ThreadPoolSynthetic, RemoteStealWaitsForTheDelayAndTheNearestNodeStealsFirs
   });
   EXPECT_EQ(thief.load(), 1);
   EXPECT_EQ(home.load(), 0);
-  EXPECT_GE(waited_us.load(), 10000) << "stolen before the 10 ms delay";
+  // One task queued for one held worker: taken only once the thief has idled for starve_delays
+  // delays (its idle clock starts when the submission wakes it).
+  EXPECT_GE(waited_us.load(), 10000 * static_cast<long long>(numaaff::detail::steal_plan::starve_delays))
+      << "a lone queued task stolen before the thief starved";
   EXPECT_GE(pool.stats().stolen_remote, 1u);
   g.open();
   pool.wait();
   EXPECT_EQ(child_home.load(), 0);
+}
+
+TEST(ThreadPoolSynthetic, AThiefTakesABacklogButLeavesOneTaskPerWorkerHomeUntilItStarves) {
+  // Two single-CPU nodes at distance 20: a remote task costs one task time more, so of two
+  // tasks queued behind node 0's held worker the thief takes one after the 50 ms delay and
+  // leaves the other, which would start within a task time there, until it has idled for
+  // starve_delays delays (1 s).
+  auto o = synthetic("pack:2 numa:1 core:1 pu:1");
+  o.steal_delay = std::chrono::milliseconds(50);
+  const auto starve = std::chrono::milliseconds(50) * numaaff::detail::steal_plan::starve_delays;
+  thread_pool pool(o);
+  gate g;
+  arrivals in;
+  block_node(pool, 0, g, in);
+  in.await(1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // node 1 asleep by now
+  struct run_record {
+    std::atomic<bool> ran{false};
+    std::atomic<node_id> node{-1};
+    clock_type::time_point at{};
+  } runs[2];
+  const auto t0 = clock_type::now();
+  numaaff::task_group tg(pool);
+  for (auto& r : runs)
+    tg.run(0, [&r] {
+      r.at = clock_type::now();
+      r.node = worker_node();
+      r.ran.store(true);
+    });
+  auto first_ran = [&] { return runs[0].ran.load() || runs[1].ran.load(); };
+  while (!first_ran()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  run_record& first = runs[0].ran.load() ? runs[0] : runs[1];
+  run_record& second = &first == &runs[0] ? runs[1] : runs[0];
+  EXPECT_EQ(first.node.load(), 1) << "node 0 is held: only a thief can run it";
+  EXPECT_GE(first.at - t0, o.steal_delay) << "stolen before the delay";
+  // The thief's idle clock restarts after the first task: it cannot starve for a second.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_FALSE(second.ran.load()) << "the last queued task was stolen although it would start within a task time at home";
+  while (!second.ran.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(second.node.load(), 1);
+  EXPECT_GE(second.at - first.at, starve) << "stolen before the thief starved";
+  g.open();
+  tg.wait();
 }
 
 TEST(ThreadPoolSynthetic, FreeStealingTakesRemoteWorkAtOnce) {

@@ -21,11 +21,18 @@
  *
  *     delay(from, to) = steal_delay * (distance(from, to) - 10) / 10
  *
- * (with the default 50 us and a 10/20 matrix, 50 us; with 10/100, 450 us), and only while that
+ * (with the default 50 us and a 10/20 matrix, 50 us; with 10/100, 450 us), only while that
  * node has no worker of its own outside a task (one that is searching, asleep or between two
  * tasks would take the work itself: remote nodes take only what the home node cannot start
- * now, so a parallel_for's blocks stay on their nodes when no node is short of workers). A
- * stolen task keeps its homenode, so its memory and, under `fork`, its children go home. A
+ * now, so a parallel_for's blocks stay on their nodes when no node is short of workers), and
+ * only when its queue is longer than running remote is worth: a distance is a relative memory
+ * latency, so a task run at distance d costs about (d - 10) / 10 of a task time more, and the
+ * last of q tasks queued for w busy workers waits about q / w task times; a thief takes when
+ * q * 10 > w * (d - 10) (at 10/20: more than one task per worker queued). The rest, at most
+ * one task per worker at distance 20, waits for its own node, unless the thief has been idle
+ * for 20 delays and two of that node's average task times: then the home node counts as held
+ * (a long or blocked task) and its queue is served. A stolen task keeps its homenode, so its
+ * memory and, under `fork`, its children go home. A
  * worker that finds nothing spins for `spin` (one per two workers of a node; the others do not
  * spin) and then sleeps on a futex: an idle pool uses no CPU. Submitting wakes a sleeping worker of the task's node, or, if that node has none, the
  * nearest node's, which then waits out its delay before stealing.

@@ -316,6 +316,7 @@ class scheduler final : public counter_source {
   /// A task stolen from node `ni`'s workers (other than `self`) or outside slots.
   pool_task* steal_from(std::size_t ni, const pool_worker* self);
   bool has_stealable(std::size_t ni) const noexcept;
+  home_backlog backlog_of(std::size_t ni) const noexcept;  // a node's workers and tasks queued
   /// Some worker of node `ni` is not running a task, i.e. free to take that node's work.
   bool has_idle_workers(std::size_t ni) const noexcept;
   /// One task from node `n`'s queues; a worker of the node (`into`) takes a batch into its deque.
@@ -697,6 +698,26 @@ inline bool scheduler::has_stealable(std::size_t ni) const noexcept {
   return false;
 }
 
+inline home_backlog scheduler::backlog_of(std::size_t ni) const noexcept {
+  const pool_node& n = *nodes_[ni];
+  home_backlog b;
+  b.workers = n.workers.size();
+  const std::int64_t queued = n.in_queue.load(std::memory_order_relaxed);
+  b.queued = queued > 0 ? static_cast<std::size_t>(queued) : 0;
+  const std::uint64_t now = monotonic_ns();
+  std::uint64_t busy = 0, tasks = 0;
+  for (const pool_worker* w : n.workers) {
+    b.queued += static_cast<std::size_t>(w->deque.size_hint());
+    const std::uint64_t alive = now > w->started_ns ? now - w->started_ns : 0, idle = w->idle_until(now);
+    busy += alive > idle ? alive - idle : 0;
+    tasks += w->executed.load(std::memory_order_relaxed);
+  }
+  b.task_ns = tasks != 0 ? busy / tasks : 0;
+  for (const auto& s : slots_)
+    if (s->node_index.load(std::memory_order_relaxed) == ni) b.queued += static_cast<std::size_t>(s->deque.size_hint());
+  return b;
+}
+
 inline pool_task* scheduler::steal_from(std::size_t ni, const pool_worker* self) {
   const pool_node& n = *nodes_[ni];
   const std::size_t count = n.workers.size();
@@ -735,7 +756,7 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
     if (!has_stealable(ri)) continue;
     if (r.delay_ns != 0 && idle_since != 0 && now == 0) now = monotonic_ns();
     const steal_decision d =
-        steal_plan::steal_rule(r, idle_since, now, [&] { return has_idle_workers(ri); });
+        steal_plan::steal_rule(r, idle_since, now, [&] { return has_idle_workers(ri); }, [&] { return backlog_of(ri); });
     if (!d.take) {
       deadline = std::min(deadline, d.look_again_at);
       continue;

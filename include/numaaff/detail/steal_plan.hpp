@@ -8,8 +8,14 @@
 //   its delay  unit * (distance(a, b) - 10) / 10  (zero under steal_mode::free; no remotes at
 //   all under local_only), exact and saturated at nanoseconds::max() ("never").
 // - A worker may take a remote node's work (steal_rule) when the delay is zero; otherwise only
-//   once it has been idle for the delay, and only while that node has no worker free to take
-//   the work itself (then it looks again one delay later).
+//   once it has been idle for the delay, only while that node has no worker free to take the
+//   work itself (then it looks again one delay later), and only when that node's queued work
+//   would wait there longer than running it remote costs: with w workers all busy and q tasks
+//   queued, the last waits about q / w task times; remote, a task costs (distance - 10) / 10 of
+//   a task time more (a distance is a relative memory latency), so take when
+//   q * 10 > w * (distance - 10). Otherwise the queue stays home until the thief has been idle
+//   for starve_delays delays and starve_tasks of the node's average task times: a node whose
+//   workers are held (a long task, a blocked one) still has its queue served.
 // - wake_after(a, bound): whom to wake when a's own workers are all busy: the nodes nearest to a
 //   (their rows towards a); nobody for bound work or under local_only.
 // - exec: the node with the least unfinished work per worker, ties from a rotating start.
@@ -53,6 +59,16 @@ inline std::int64_t distance_delay_ns(std::int64_t unit_ns, int distance, int lo
 struct steal_source {
   std::size_t node_index;
   std::uint64_t delay_ns;
+  /// distance(thief, node) - local and local: the remote cost of a task, in task times, is
+  /// beyond / local.
+  int beyond = 0, local = 10;
+};
+
+/// What a remote node's work looks like to a thief: its workers, its tasks queued, and how
+/// long its tasks take on average (ns; 0: not known yet).
+struct home_backlog {
+  std::size_t workers = 0, queued = 0;
+  std::uint64_t task_ns = 0;
 };
 
 /// What an idle worker does about a remote node that has stealable work.
@@ -96,7 +112,8 @@ class steal_plan {
         return distance(nodes_[a], nodes_[x]) < distance(nodes_[a], nodes_[y]);
       });
       if (!local_only)
-        for (std::size_t b : by_distance) remotes_[a].push_back({b, delay_ns(a, b)});
+        for (std::size_t b : by_distance)
+          remotes_[a].push_back({b, delay_ns(a, b), std::max(distance(nodes_[a], nodes_[b]) - local, 0), local});
       for (std::size_t b = 0; b < count; ++b)
         if (b != a) thieves_[a].push_back(b);
       // Whom to wake: by their rows towards a; ties by node number.
@@ -141,23 +158,27 @@ class steal_plan {
     return bound || local_only_ ? nobody_ : thieves_[home];
   }
 
+  /// Idle for this many delays, and for this many of the node's average task times, a thief
+  /// takes a node's queued work however short its queue.
+  static constexpr std::uint64_t starve_delays = 20, starve_tasks = 2;
+
   /**
    * May a worker idle since `idle_since` (0: its idle clock has not started; callers start it
    * at their first periodic look at the clock after looks for work failed) take the stealable
-   * work of a remote node `r` at time `now`? `home_has_free_worker()` says
-   * whether a worker of r's own node is free to take the work now; it is asked only once the
-   * delay has passed. Pure: the same answer for the same inputs.
+   * work of a remote node `r` at time `now`? `home_has_free_worker()` says whether a worker of
+   * r's own node is free to take the work now, `backlog()` gives r's workers and queued tasks;
+   * both are asked only once the delay has passed. Pure: the same answer for the same inputs.
    */
-  template <class HomeHasFreeWorker>
+  template <class HomeHasFreeWorker, class Backlog>
   static steal_decision steal_rule(const steal_source& r, std::uint64_t idle_since, std::uint64_t now,
-                                   HomeHasFreeWorker&& home_has_free_worker) {
+                                   HomeHasFreeWorker&& home_has_free_worker, Backlog&& backlog) {
     steal_decision d;
     if (r.delay_ns == 0) {
       d.take = true;
       return d;
     }
     if (idle_since == 0) return d;  // not idle yet: remote work must wait
-    const std::uint64_t ready = idle_since > UINT64_MAX - r.delay_ns ? UINT64_MAX : idle_since + r.delay_ns;
+    const std::uint64_t ready = add_saturated(idle_since, r.delay_ns);
     if (now < ready) {
       d.look_again_at = ready;
       return d;
@@ -165,7 +186,17 @@ class steal_plan {
     // Work its own node can start now is left to it: thieves take only what the home node
     // cannot, so a burst of submissions is not scattered while the home node's workers wake.
     if (home_has_free_worker()) {
-      d.look_again_at = now > UINT64_MAX - r.delay_ns ? UINT64_MAX : now + r.delay_ns;
+      d.look_again_at = add_saturated(now, r.delay_ns);
+      return d;
+    }
+    // Work the home node will start sooner than it would run remote stays home, until the
+    // thief has idled long enough to think the home node's workers held.
+    const home_backlog b = backlog();
+    const std::uint64_t starved = add_saturated(idle_since, std::max(times(r.delay_ns, starve_delays), times(b.task_ns, starve_tasks)));
+    __extension__ using wide = unsigned __int128;  // a NUMAAFF_DISTANCES value may be near INT_MAX
+    const bool worth_it = wide(b.queued) * static_cast<unsigned>(r.local) > wide(b.workers) * static_cast<unsigned>(r.beyond);
+    if (!worth_it && now < starved) {
+      d.look_again_at = std::min(starved, add_saturated(now, r.delay_ns));
       return d;
     }
     d.take = true;
@@ -196,6 +227,9 @@ class steal_plan {
   }
 
  private:
+  static std::uint64_t add_saturated(std::uint64_t a, std::uint64_t b) noexcept { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+  static std::uint64_t times(std::uint64_t a, std::uint64_t k) noexcept { return a > UINT64_MAX / k ? UINT64_MAX : a * k; }
+
   std::vector<int> nodes_;
   bool local_only_;
   std::vector<std::uint64_t> delays_;                 // [from * count + to]
