@@ -16,9 +16,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace {
 
@@ -350,6 +352,35 @@ TEST(DataNode, HintsAreCachedUntilNumaaffMigratesSomething) {
     EXPECT_EQ(numaaff::detail::directory.node_of(m.p, m.bytes), -1);  // asked again
   }
   EXPECT_EQ(numaaff::detail::directory.node_of(m.p, m.bytes), home());
+}
+
+// A thread's remembered answer for a range is as old as the oldest page it was judged by: asked
+// over pages the directory learnt 30 ms before, it expires with them (50 ms after they were
+// asked), not 50 ms after itself. Ages are on the coarse clock (a tick of up to 10 ms).
+TEST(DataNode, ARangesAnswerExpiresWithItsOldestPage) {
+  if (numaaff_test::in_numa_sandbox()) GTEST_SKIP() << "the sandbox denies every page query: nothing to cache";
+  using clock = std::chrono::steady_clock;
+  using ms = std::chrono::milliseconds;
+  static_assert(numaaff::detail::data_directory::ttl == ms(50), "the times below are for a ttl of 50 ms");
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    mapping m(8);
+    m.touch();
+    const auto t0 = clock::now();
+    ASSERT_EQ(numaaff::detail::directory.node_of(m.p, m.bytes), home());  // the pages, asked now
+    std::this_thread::sleep_until(t0 + ms(30));
+    int answer = 0;
+    {
+      scoped_failure fail(sys::move_pages, EIO);
+      answer = numaaff::detail::directory.node_of(m.p, m.bytes - 1);  // a new range over known pages
+    }
+    if (clock::now() - t0 >= ms(38)) continue;  // a stalled host: the pages may have expired; again
+    EXPECT_EQ(answer, home());
+    std::this_thread::sleep_until(t0 + ms(70));  // the pages 70 ms old, the answer 32-40 ms
+    scoped_failure fail(sys::move_pages, EIO);
+    EXPECT_EQ(numaaff::detail::directory.node_of(m.p, m.bytes - 1), -1) << "the answer outlived the pages it was judged by";
+    return;
+  }
+  GTEST_SKIP() << "the host stalled the test past the directory's ttl five times";
 }
 
 TEST(Memory, ARefusedCallIsACountedNoOp) {
