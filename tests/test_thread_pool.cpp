@@ -666,6 +666,37 @@ TEST(ThreadPoolHost, WaitFromATaskIsRejected) {
   EXPECT_THROW(f.get(), std::invalid_argument);
 }
 
+// An outside thread's wait() runs its own posts while the workers are busy (a one-node pool on
+// the node it runs on), and such a task is still one of the pool's: its wait() is refused
+// rather than waiting for itself.
+TEST(ThreadPoolHost, AnOutsideWaitRunsItsOwnPostsAndTheirWaitIsRejected) {
+  if (numaaff::detail::kernel_nodes().size() != 1) GTEST_SKIP() << "outside threads help only on one node";
+  thread_pool pool;
+  gate g;
+  arrivals in;
+  block_node(pool, pool.nodes().front(), g, in);
+  in.await(static_cast<int>(pool.workers_on(pool.nodes().front())));
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> ran_here{false}, rejected{false}, done{false};
+  pool.post([&] {
+    ran_here = std::this_thread::get_id() == caller;
+    try {
+      pool.wait();
+    } catch (const std::invalid_argument&) {
+      rejected = true;
+    }
+    done = true;
+  });
+  std::thread opener([&] {  // the workers go on once the post has run (or after 10 s)
+    for (int k = 0; k < 10000 && !done.load(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    g.open();
+  });
+  pool.wait();
+  opener.join();
+  EXPECT_TRUE(ran_here.load()) << "the post waited for a worker while its poster waited";
+  EXPECT_TRUE(rejected.load());
+}
+
 long fib(thread_pool& pool, int n) {
   if (n < 2) return n;
   long a = 0, b = 0;

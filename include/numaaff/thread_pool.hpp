@@ -157,7 +157,7 @@ std::chrono::nanoseconds remote_steal_delay(const thread_pool_options& o, const 
 /// like next_touch_statistics and refusal_statistics: the struct is `*_statistics`, the call
 /// that returns it `*stats()`.
 struct thread_pool_statistics {
-  std::uint64_t executed = 0;       ///< tasks run by workers
+  std::uint64_t executed = 0;       ///< tasks run by workers, and by outside threads while they waited
   std::uint64_t stolen_local = 0;   ///< taken from a sibling's deque on the same node
   std::uint64_t stolen_remote = 0;  ///< taken from another node
   std::uint64_t sleeps = 0;         ///< times a worker went to sleep
@@ -296,8 +296,11 @@ class thread_pool {
    * Blocks until every task submitted so far, and every task those submit, has finished; then
    * rethrows the first exception a post()ed task threw since the last wait(). Tasks cancel()
    * discarded are not reported here (the caller of cancel() learnt their number): submit()'s
-   * futures and task_groups report their own.
-   * @throws std::invalid_argument from a task of this pool (it would wait for itself).
+   * futures and task_groups report their own. Meanwhile the caller runs the tasks it posted
+   * itself where a task_group's wait would (a thread outside a one-node pool on that node);
+   * elsewhere it sleeps.
+   * @throws std::invalid_argument from a task of this pool, also one its caller runs while it
+   * waits (it would wait for itself).
    */
   void wait();
 
@@ -622,7 +625,7 @@ inline thread_pool::~thread_pool() = default;  // the scheduler finishes the wor
 
 inline void thread_pool::wait() {
   sched_.check_process("thread_pool::wait");
-  if (sched_.is_own_worker())
+  if (sched_.in_own_task())
     detail::throw_invalid_argument("thread_pool::wait: called from one of the pool's tasks, it would wait for itself "
                                    "(use a task_group)");
   sched_.wait_all();
@@ -762,6 +765,7 @@ inline thread_pool_statistics thread_pool::stats() const noexcept {
     s.stolen_remote += w->stolen_remote.load(std::memory_order_relaxed);
     s.sleeps += w->sleeps.load(std::memory_order_relaxed);
   }
+  for (std::size_t ni = 0; ni < node_ids_.size(); ++ni) s.executed += sched_.node_state(ni).helped.load(std::memory_order_relaxed);
   return s;
 }
 

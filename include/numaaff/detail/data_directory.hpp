@@ -13,9 +13,10 @@
 // clock, so "at most" is to a kernel tick). "Not resident" is never remembered: a first touch
 // changes it without a migration.
 //
-// Each thread also keeps its last answers for 64 ranges (begin and length, hashed), each
-// from samples that were all resident, with the epoch and the age of its oldest sample: the
-// same hint again costs a compare instead of a lock per sampled page, and expires with them.
+// Each thread also keeps its last answers for 128 ranges (begin and length, hashed into 32
+// sets of 4; a miss replaces the set's oldest), each from samples that were all resident, with
+// the epoch and the age of its oldest sample: the same hint again costs a few compares instead
+// of a lock per sampled page, and expires with its pages.
 //
 // A fixed table of 1024 sets of 4 pages (Fibonacci-hashed; a miss replaces the set's oldest
 // page), each set under its own spin lock held for a few loads and stores; no allocation, so
@@ -85,13 +86,22 @@ class data_directory {
   /// The kernel node most of [addr, addr + bytes)'s sampled pages are on, -1 if none is
   /// resident or known (a hint is never an error: a failed or refused query is -1 too).
   int node_of(const void* addr, std::size_t bytes) noexcept {
-    page_span span;
-    if (!make_span(addr, bytes, span) || span.pages == 0) return -1;
     const std::uint64_t epoch = migration_epoch.load(std::memory_order_acquire);
     const std::uint64_t now = coarse_monotonic_ns();
     const auto begin = reinterpret_cast<std::uintptr_t>(addr);
-    range_answer& memo = memo_of(begin, bytes);
-    if (memo.begin == begin && memo.bytes == bytes && memo.epoch == epoch && now - memo.at < ttl_ns) return memo.node;
+    range_answer* const memo = memo_of(begin, bytes);  // only valid, non-empty ranges are remembered
+    range_answer* victim = memo;
+    for (std::size_t w = 0; w < memo_ways; ++w) {
+      range_answer& m = memo[w];
+      if (m.begin == begin && m.bytes == bytes) {
+        if (m.epoch == epoch && now - m.at < ttl_ns) return m.node;
+        victim = &m;
+        break;
+      }
+      if (m.at < victim->at) victim = &m;
+    }
+    page_span span;
+    if (!make_span(addr, bytes, span) || span.pages == 0) return -1;
     const std::size_t n = std::min(data_node_samples, span.pages);
     int status[data_node_samples];
     void* ask[data_node_samples];
@@ -117,7 +127,7 @@ class data_directory {
     const int node = majority_node(status, n);
     // Only an answer every sample gave: a page not resident yet changes it at its first
     // touch, with no migration to tell.
-    if (std::all_of(status, status + n, [](int st) { return st >= 0; })) memo = range_answer{begin, bytes, epoch, oldest, node};
+    if (std::all_of(status, status + n, [](int st) { return st >= 0; })) *victim = range_answer{begin, bytes, epoch, oldest, node};
     return node;
   }
 
@@ -182,10 +192,12 @@ class data_directory {
     std::uint64_t epoch = 0, at = 0;
     int node = -1;
   };
-  static range_answer& memo_of(std::uintptr_t begin, std::size_t bytes) noexcept {
-    static thread_local range_answer memo[64];
+  static constexpr std::size_t memo_ways = 4;
+  /// The set of 4 ways (of 32 sets) where `begin` and `bytes` may be remembered.
+  static range_answer* memo_of(std::uintptr_t begin, std::size_t bytes) noexcept {
+    static thread_local range_answer memo[32 * memo_ways];
     const std::uint64_t key = (static_cast<std::uint64_t>(begin) ^ (static_cast<std::uint64_t>(bytes) << 20)) * 0x9E3779B97F4A7C15ull;
-    return memo[key >> 58];  // the top 6 bits
+    return &memo[(key >> 59) * memo_ways];  // the top 5 bits
   }
   set sets_[1024];
 };

@@ -131,6 +131,9 @@ struct pool_node {
   // they are queued until after they finish, so that exec never reads a task as gone while a
   // worker moves it between queues or has taken it but not yet started it.
   std::atomic<std::int64_t> unfinished{0};
+  // Tasks outside threads ran here while they waited (help_until_done): counted as its
+  // workers' are, in tasks_run and stats().executed.
+  std::atomic<std::uint64_t> helped{0};
   event_count sleep;
 };
 
@@ -178,10 +181,12 @@ inline const unsigned fork_counter_ready = fork_count();
 
 class scheduler;
 
-/// The scheduler a thread works for, if any, and which worker it is.
+/// The scheduler a thread works for, if any, and which worker it is; and the scheduler whose
+/// task an outside thread runs while it waits (help_until_done), if any.
 struct worker_context {
   const scheduler* sched = nullptr;
   pool_worker* self = nullptr;
+  const scheduler* helping = nullptr;
 };
 inline thread_local worker_context this_worker{};
 
@@ -267,7 +272,7 @@ class scheduler final : public counter_source {
   /// config.outside_threads_help) until `g` has nothing outstanding.
   void help_until_done(group_state& g);
   /// Sleeps until every task, and every group's, has finished (the pool-wide wait).
-  void wait_all() { done_.wait_for(done_.all(), false, spin_ns(), [](std::uint64_t) { return false; }); }
+  void wait_all() { help_until_done(done_.all()); }
   /// Discards every task that has not started. @return how many.
   std::size_t cancel();
   /// How many cancel() calls have begun: a dataflow task registered before one is discarded
@@ -292,6 +297,9 @@ class scheduler final : public counter_source {
   bool kernel_nodes() const noexcept { return config_.kernel_nodes; }
   const void* owner() const noexcept { return config_.owner; }
   bool is_own_worker() const noexcept { return this_worker.sched == this; }
+  /// The calling thread runs one of this scheduler's tasks: as a worker, or an outside thread
+  /// helping while it waits.
+  bool in_own_task() const noexcept { return is_own_worker() || this_worker.helping == this; }
   /// True in a child forked after the scheduler was made: its workers are the parent's.
   bool forked() const noexcept { return forks_seen.load(std::memory_order_relaxed) != forks_; }
   /// Throws in such a child, before the call allocates a task or touches a queue (a worker of
@@ -443,7 +451,7 @@ inline scheduler::~scheduler() {
   // The destructor waits for every task, the caller's own included, and joins its thread:
   // from a task of this pool that can never end (std::thread::join on itself fails likewise).
   // (A child forked from a task took the return above: its copy of this_worker says it is one.)
-  if (is_own_worker())
+  if (in_own_task())
     abort_with_message("a thread_pool was destroyed from one of its own tasks, which would wait for itself "
                        "forever (resource deadlock): destroy it from a thread outside the pool");
   wait_all();
@@ -479,6 +487,7 @@ inline void scheduler::add_counters(std::uint64_t* rows, std::uint64_t* steals, 
     if (sa < 0) continue;
     const std::int64_t q = n.in_queue.load(std::memory_order_relaxed) + n.in_bound_queue.load(std::memory_order_relaxed);
     rows[static_cast<std::size_t>(sa) * node_words + n_queued] += q > 0 ? static_cast<std::uint64_t>(q) : 0;
+    rows[static_cast<std::size_t>(sa) * node_words + n_tasks_run] += n.helped.load(std::memory_order_relaxed);
     for (std::size_t b = 0; b < nodes_.size(); ++b) {
       const int sb = slot(nodes_[b]->node);
       const std::uint64_t k = n.stolen_from[b].load(std::memory_order_relaxed);
@@ -505,6 +514,7 @@ inline void scheduler::retire_counters() const noexcept {
   auto slot = [&](int node) {
     return node >= 0 && static_cast<std::size_t>(node) < slot_of.size() ? slot_of[static_cast<std::size_t>(node)] : -1;
   };
+  for (const auto& n : nodes_) count_event(&node_event_counters::tasks_run, n->node, n->helped.load(std::memory_order_relaxed));
   for (std::size_t a = 0; a < nodes_.size(); ++a)
     for (std::size_t b = 0; b < nodes_.size(); ++b) {
       const std::uint64_t k = nodes_[a]->stolen_from[b].load(std::memory_order_relaxed);
@@ -546,14 +556,22 @@ inline void scheduler::help_until_done(group_state& g) {
         b.slot->node_index.load(std::memory_order_relaxed) == 0)
       own = b.slot.get();
   }
-  // The pool-wide wait only sleeps: the caller is usually an unbound thread, and running a
-  // task there would put it off its node.
-  const bool can_help = &g != &done_.all() && (self != nullptr || own != nullptr);
+  // A worker never waits for the whole pool (it would wait for itself: thread_pool::wait
+  // refuses); an outside thread runs its own submissions there too.
+  const bool can_help = (self != nullptr && &g != &done_.all()) || own != nullptr;
   done_.wait_for(g, can_help, spin_ns(), [&](std::uint64_t idle_since) {
     std::uint64_t deadline = UINT64_MAX;
     pool_task* t = self != nullptr ? find_task(*self, idle_since, deadline) : own->deque.pop();
     if (t == nullptr) return false;
-    run_task(t, self);
+    if (self != nullptr) {
+      run_task(t, self);
+    } else {
+      const scheduler* const outer = this_worker.helping;
+      this_worker.helping = this;  // its task may not wait for the pool it runs in
+      run_task(t, nullptr);
+      this_worker.helping = outer;
+      nodes_[own->node_index.load(std::memory_order_relaxed)]->helped.fetch_add(1, std::memory_order_relaxed);
+    }
     return true;
   });
 }
