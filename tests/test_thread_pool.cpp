@@ -343,6 +343,32 @@ TEST(ThreadPoolSynthetic, AThiefTakesABacklogButLeavesOneTaskPerWorkerHomeUntilI
   tg.wait();
 }
 
+TEST(ThreadPoolSynthetic, ATaskBlockedOnItsChildsFutureSeesTheChildStolen) {
+  // Node 0's single worker has run a task before, then blocks on a future of a child queued
+  // behind it: one task queued for one held worker, which only a thief can run. It must, once
+  // it has starved (20 delays), however long the blocked task has been running.
+  auto o = synthetic("pack:2 numa:1 core:1 pu:1");
+  o.steal_delay = std::chrono::milliseconds(1);
+  thread_pool pool(o);
+  numaaff_test::hang_guard guard(std::chrono::seconds(20), "a child queued behind its blocked parent was never stolen");
+  pool.submit(0, [] {}).get();  // bound: it runs on node 0, which now has a task time to average
+  std::atomic<node_id> child_ran_on{-1};
+  const auto t0 = clock_type::now();
+  auto parent = pool.submit(0, [&] {
+    numaaff::task_group g(pool);
+    std::promise<void> done;
+    g.run(0, [&] {  // stealable, homed on node 0 (fork would put it there too)
+      child_ran_on = worker_node();
+      done.set_value();
+    });
+    done.get_future().get();  // blocks the worker instead of helping
+    g.wait();
+  });
+  parent.get();
+  EXPECT_EQ(child_ran_on.load(), 1);
+  EXPECT_GE(clock_type::now() - t0, o.steal_delay * numaaff::detail::steal_plan::starve_delays);
+}
+
 TEST(ThreadPoolSynthetic, FreeStealingTakesRemoteWorkAtOnce) {
   auto o = synthetic("pack:2 numa:1 core:1 pu:1");
   o.steal = steal_mode::free;
@@ -671,6 +697,7 @@ TEST(ThreadPoolHost, WaitFromATaskIsRejected) {
 // rather than waiting for itself.
 TEST(ThreadPoolHost, AnOutsideWaitRunsItsOwnPostsAndTheirWaitIsRejected) {
   if (numaaff::detail::kernel_nodes().size() != 1) GTEST_SKIP() << "outside threads help only on one node";
+  numaaff_test::hang_guard guard(std::chrono::seconds(30), "a helped post waiting for its pool");
   thread_pool pool;
   gate g;
   arrivals in;
@@ -695,6 +722,45 @@ TEST(ThreadPoolHost, AnOutsideWaitRunsItsOwnPostsAndTheirWaitIsRejected) {
   opener.join();
   EXPECT_TRUE(ran_here.load()) << "the post waited for a worker while its poster waited";
   EXPECT_TRUE(rejected.load());
+}
+
+// Nested pools: the caller of a.wait() runs its post X, X posts Y to pool b and waits for b,
+// so the caller runs Y too; Y is still inside a's task X, so its a.wait() is refused. X's post
+// to b took the thread's binding from a: the caller then stops popping a's slot.
+TEST(ThreadPoolHost, AWaitInsideNestedHelpedTasksIsRejectedForEveryPoolItIsInside) {
+  if (numaaff::detail::kernel_nodes().size() != 1) GTEST_SKIP() << "outside threads help only on one node";
+  numaaff_test::hang_guard guard(std::chrono::seconds(30), "a task inside a's task waiting for a");
+  thread_pool a, b;
+  gate ga, gb;
+  arrivals ia, ib;
+  block_node(a, a.nodes().front(), ga, ia);
+  block_node(b, b.nodes().front(), gb, ib);
+  ia.await(static_cast<int>(a.workers_on(a.nodes().front())));
+  ib.await(static_cast<int>(b.workers_on(b.nodes().front())));
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> y_here{false}, y_rejected{false}, done{false};
+  a.post([&] {
+    b.post([&] {
+      y_here = std::this_thread::get_id() == caller;
+      try {
+        a.wait();
+      } catch (const std::invalid_argument&) {
+        y_rejected = true;
+      }
+      done = true;
+    });
+    b.wait();  // also for b's blocked workers: until the opener opens their gate
+  });
+  std::thread opener([&] {
+    for (int k = 0; k < 10000 && !done.load(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ga.open();
+    gb.open();
+  });
+  a.wait();
+  opener.join();
+  b.wait();
+  EXPECT_TRUE(y_here.load());
+  EXPECT_TRUE(y_rejected.load()) << "a task inside a's task waited for a";
 }
 
 long fib(thread_pool& pool, int n) {

@@ -30,8 +30,8 @@
  * last of q tasks queued for w busy workers waits about q / w task times; a thief takes when
  * q * 10 > w * (d - 10) (at 10/20: more than one task per worker queued). The rest, at most
  * one task per worker at distance 20, waits for its own node, unless the thief has been idle
- * for 20 delays and two of that node's average task times: then the home node counts as held
- * (a long or blocked task) and its queue is served. A stolen task keeps its homenode, so its
+ * for 20 delays: then the home node counts as held (a long task, or one blocked on a future
+ * of its queued child) and its queue is served. A stolen task keeps its homenode, so its
  * memory and, under `fork`, its children go home. A
  * worker that finds nothing spins for `spin` (one per two workers of a node; the others do not
  * spin) and then sleeps on a futex: an idle pool uses no CPU. Submitting wakes a sleeping worker of the task's node, or, if that node has none, the

@@ -181,12 +181,19 @@ inline const unsigned fork_counter_ready = fork_count();
 
 class scheduler;
 
-/// The scheduler a thread works for, if any, and which worker it is; and the scheduler whose
-/// task an outside thread runs while it waits (help_until_done), if any.
+/// A scheduler whose task an outside thread runs while it waits (help_until_done), on the
+/// thread's stack; `outer` the one it was helping when it started (nested pools).
+struct help_frame {
+  const scheduler* sched;
+  const help_frame* outer;
+};
+
+/// The scheduler a thread works for, if any, and which worker it is; and the innermost
+/// scheduler whose task an outside thread runs while it waits, if any.
 struct worker_context {
   const scheduler* sched = nullptr;
   pool_worker* self = nullptr;
-  const scheduler* helping = nullptr;
+  const help_frame* helping = nullptr;
 };
 inline thread_local worker_context this_worker{};
 
@@ -299,7 +306,12 @@ class scheduler final : public counter_source {
   bool is_own_worker() const noexcept { return this_worker.sched == this; }
   /// The calling thread runs one of this scheduler's tasks: as a worker, or an outside thread
   /// helping while it waits.
-  bool in_own_task() const noexcept { return is_own_worker() || this_worker.helping == this; }
+  bool in_own_task() const noexcept {
+    if (is_own_worker()) return true;
+    for (const help_frame* f = this_worker.helping; f != nullptr; f = f->outer)
+      if (f->sched == this) return true;
+    return false;
+  }
   /// True in a child forked after the scheduler was made: its workers are the parent's.
   bool forked() const noexcept { return forks_seen.load(std::memory_order_relaxed) != forks_; }
   /// Throws in such a child, before the call allocates a task or touches a queue (a worker of
@@ -561,17 +573,21 @@ inline void scheduler::help_until_done(group_state& g) {
   const bool can_help = (self != nullptr && &g != &done_.all()) || own != nullptr;
   done_.wait_for(g, can_help, spin_ns(), [&](std::uint64_t idle_since) {
     std::uint64_t deadline = UINT64_MAX;
-    pool_task* t = self != nullptr ? find_task(*self, idle_since, deadline) : own->deque.pop();
-    if (t == nullptr) return false;
     if (self != nullptr) {
+      pool_task* t = find_task(*self, idle_since, deadline);
+      if (t == nullptr) return false;
       run_task(t, self);
-    } else {
-      const scheduler* const outer = this_worker.helping;
-      this_worker.helping = this;  // its task may not wait for the pool it runs in
-      run_task(t, nullptr);
-      this_worker.helping = outer;
-      nodes_[own->node_index.load(std::memory_order_relaxed)]->helped.fetch_add(1, std::memory_order_relaxed);
+      return true;
     }
+    // A task run here may have posted to another pool, which took this thread's binding and
+    // gave the slot up to other threads: its deque is then theirs to pop.
+    if (this_external.slot.get() != own) return false;
+    pool_task* t = own->deque.pop();
+    if (t == nullptr) return false;
+    const help_frame frame{this, this_worker.helping};
+    this_worker.helping = &frame;  // its task may not wait for the pool it runs in
+    run_task(t, nullptr);
+    this_worker.helping = frame.outer;
     return true;
   });
 }
@@ -722,15 +738,7 @@ inline home_backlog scheduler::backlog_of(std::size_t ni) const noexcept {
   b.workers = n.workers.size();
   const std::int64_t queued = n.in_queue.load(std::memory_order_relaxed);
   b.queued = queued > 0 ? static_cast<std::size_t>(queued) : 0;
-  const std::uint64_t now = monotonic_ns();
-  std::uint64_t busy = 0, tasks = 0;
-  for (const pool_worker* w : n.workers) {
-    b.queued += static_cast<std::size_t>(w->deque.size_hint());
-    const std::uint64_t alive = now > w->started_ns ? now - w->started_ns : 0, idle = w->idle_until(now);
-    busy += alive > idle ? alive - idle : 0;
-    tasks += w->executed.load(std::memory_order_relaxed);
-  }
-  b.task_ns = tasks != 0 ? busy / tasks : 0;
+  for (const pool_worker* w : n.workers) b.queued += static_cast<std::size_t>(w->deque.size_hint());
   for (const auto& s : slots_)
     if (s->node_index.load(std::memory_order_relaxed) == ni) b.queued += static_cast<std::size_t>(s->deque.size_hint());
   return b;
@@ -815,6 +823,8 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   }
   thread_home = saved;
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
+  // An outside helper's run counts before the finish (a waiter may read the counts then).
+  if (self == nullptr) nodes_[index_of(t->home)]->helped.fetch_add(1, std::memory_order_relaxed);
   delete t;
   if (self != nullptr) {
     self->busy.store(was_busy, std::memory_order_release);

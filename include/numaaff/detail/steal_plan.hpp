@@ -14,8 +14,8 @@
 //   queued, the last waits about q / w task times; remote, a task costs (distance - 10) / 10 of
 //   a task time more (a distance is a relative memory latency), so take when
 //   q * 10 > w * (distance - 10). Otherwise the queue stays home until the thief has been idle
-//   for starve_delays delays and starve_tasks of the node's average task times: a node whose
-//   workers are held (a long task, a blocked one) still has its queue served.
+//   for starve_delays delays: a node whose workers are held (a long task, one blocked on a
+//   future) still has its queue served, after a bounded wait.
 // - wake_after(a, bound): whom to wake when a's own workers are all busy: the nodes nearest to a
 //   (their rows towards a); nobody for bound work or under local_only.
 // - exec: the node with the least unfinished work per worker, ties from a rotating start.
@@ -64,11 +64,9 @@ struct steal_source {
   int beyond = 0, local = 10;
 };
 
-/// What a remote node's work looks like to a thief: its workers, its tasks queued, and how
-/// long its tasks take on average (ns; 0: not known yet).
+/// What a remote node's work looks like to a thief: its workers, and its tasks queued.
 struct home_backlog {
   std::size_t workers = 0, queued = 0;
-  std::uint64_t task_ns = 0;
 };
 
 /// What an idle worker does about a remote node that has stealable work.
@@ -158,9 +156,10 @@ class steal_plan {
     return bound || local_only_ ? nobody_ : thieves_[home];
   }
 
-  /// Idle for this many delays, and for this many of the node's average task times, a thief
-  /// takes a node's queued work however short its queue.
-  static constexpr std::uint64_t starve_delays = 20, starve_tasks = 2;
+  /// Idle for this many delays, a thief takes a node's queued work however short its queue.
+  /// A fixed bound, not one that grows with what the node is doing: a task blocked on a
+  /// future of its own child must see the child stolen in the end.
+  static constexpr std::uint64_t starve_delays = 20;
 
   /**
    * May a worker idle since `idle_since` (0: its idle clock has not started; callers start it
@@ -192,7 +191,7 @@ class steal_plan {
     // Work the home node will start sooner than it would run remote stays home, until the
     // thief has idled long enough to think the home node's workers held.
     const home_backlog b = backlog();
-    const std::uint64_t starved = add_saturated(idle_since, std::max(times(r.delay_ns, starve_delays), times(b.task_ns, starve_tasks)));
+    const std::uint64_t starved = add_saturated(idle_since, times(r.delay_ns, starve_delays));
     __extension__ using wide = unsigned __int128;  // a NUMAAFF_DISTANCES value may be near INT_MAX
     const bool worth_it = wide(b.queued) * static_cast<unsigned>(r.local) > wide(b.workers) * static_cast<unsigned>(r.beyond);
     if (!worth_it && now < starved) {
