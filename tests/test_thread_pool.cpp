@@ -353,7 +353,6 @@ TEST(ThreadPoolSynthetic, ATaskBlockedOnItsChildsFutureSeesTheChildStolen) {
   numaaff_test::hang_guard guard(std::chrono::seconds(20), "a child queued behind its blocked parent was never stolen");
   pool.submit(0, [] {}).get();  // bound: it runs on node 0, which now has a task time to average
   std::atomic<node_id> child_ran_on{-1};
-  const auto t0 = clock_type::now();
   auto parent = pool.submit(0, [&] {
     numaaff::task_group g(pool);
     std::promise<void> done;
@@ -365,8 +364,9 @@ TEST(ThreadPoolSynthetic, ATaskBlockedOnItsChildsFutureSeesTheChildStolen) {
     g.wait();
   });
   parent.get();
+  // No lower bound on the wait: node 1's idle clock may have started before the child was
+  // queued (it need not have slept since its last look).
   EXPECT_EQ(child_ran_on.load(), 1);
-  EXPECT_GE(clock_type::now() - t0, o.steal_delay * numaaff::detail::steal_plan::starve_delays);
 }
 
 TEST(ThreadPoolSynthetic, FreeStealingTakesRemoteWorkAtOnce) {
