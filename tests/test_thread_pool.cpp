@@ -692,6 +692,36 @@ TEST(ThreadPoolHost, WaitFromATaskIsRejected) {
   EXPECT_THROW(f.get(), std::invalid_argument);
 }
 
+/// Occupies every worker of a one-node pool until `g` opens, and returns once they all are.
+void hold_the_workers(thread_pool& pool, gate& g, arrivals& in) {
+  block_node(pool, pool.nodes().front(), g, in);
+  in.await(static_cast<int>(pool.workers_on(pool.nodes().front())));
+}
+
+/// What a task learns about the thread that runs it: whether it is the thread that made the
+/// probe, and whether a wait() for `pool` from there is refused.
+struct wait_probe {
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> ran_here{false}, rejected{false}, done{false};
+  void run_in(thread_pool& pool) {
+    ran_here = std::this_thread::get_id() == caller;
+    try {
+      pool.wait();
+    } catch (const std::invalid_argument&) {
+      rejected = true;
+    }
+    done = true;
+  }
+};
+
+/// Opens the gates once the probe has run (or after 10 s, so that a test fails, not hangs).
+std::thread open_after(const wait_probe& p, std::vector<gate*> gates) {
+  return std::thread([&p, gates] {
+    for (int k = 0; k < 10000 && !p.done.load(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (gate* g : gates) g->open();
+  });
+}
+
 // An outside thread's wait() runs its own posts while the workers are busy (a one-node pool on
 // the node it runs on), and such a task is still one of the pool's: its wait() is refused
 // rather than waiting for itself.
@@ -701,27 +731,14 @@ TEST(ThreadPoolHost, AnOutsideWaitRunsItsOwnPostsAndTheirWaitIsRejected) {
   thread_pool pool;
   gate g;
   arrivals in;
-  block_node(pool, pool.nodes().front(), g, in);
-  in.await(static_cast<int>(pool.workers_on(pool.nodes().front())));
-  const std::thread::id caller = std::this_thread::get_id();
-  std::atomic<bool> ran_here{false}, rejected{false}, done{false};
-  pool.post([&] {
-    ran_here = std::this_thread::get_id() == caller;
-    try {
-      pool.wait();
-    } catch (const std::invalid_argument&) {
-      rejected = true;
-    }
-    done = true;
-  });
-  std::thread opener([&] {  // the workers go on once the post has run (or after 10 s)
-    for (int k = 0; k < 10000 && !done.load(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    g.open();
-  });
+  hold_the_workers(pool, g, in);
+  wait_probe probe;
+  pool.post([&] { probe.run_in(pool); });
+  std::thread opener = open_after(probe, {&g});
   pool.wait();
   opener.join();
-  EXPECT_TRUE(ran_here.load()) << "the post waited for a worker while its poster waited";
-  EXPECT_TRUE(rejected.load());
+  EXPECT_TRUE(probe.ran_here.load()) << "the post waited for a worker while its poster waited";
+  EXPECT_TRUE(probe.rejected.load());
 }
 
 // Nested pools: the caller of a.wait() runs its post X, X posts Y to pool b and waits for b,
@@ -733,34 +750,19 @@ TEST(ThreadPoolHost, AWaitInsideNestedHelpedTasksIsRejectedForEveryPoolItIsInsid
   thread_pool a, b;
   gate ga, gb;
   arrivals ia, ib;
-  block_node(a, a.nodes().front(), ga, ia);
-  block_node(b, b.nodes().front(), gb, ib);
-  ia.await(static_cast<int>(a.workers_on(a.nodes().front())));
-  ib.await(static_cast<int>(b.workers_on(b.nodes().front())));
-  const std::thread::id caller = std::this_thread::get_id();
-  std::atomic<bool> y_here{false}, y_rejected{false}, done{false};
+  hold_the_workers(a, ga, ia);
+  hold_the_workers(b, gb, ib);
+  wait_probe probe;
   a.post([&] {
-    b.post([&] {
-      y_here = std::this_thread::get_id() == caller;
-      try {
-        a.wait();
-      } catch (const std::invalid_argument&) {
-        y_rejected = true;
-      }
-      done = true;
-    });
+    b.post([&] { probe.run_in(a); });
     b.wait();  // also for b's blocked workers: until the opener opens their gate
   });
-  std::thread opener([&] {
-    for (int k = 0; k < 10000 && !done.load(); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    ga.open();
-    gb.open();
-  });
+  std::thread opener = open_after(probe, {&ga, &gb});
   a.wait();
   opener.join();
   b.wait();
-  EXPECT_TRUE(y_here.load());
-  EXPECT_TRUE(y_rejected.load()) << "a task inside a's task waited for a";
+  EXPECT_TRUE(probe.ran_here.load());
+  EXPECT_TRUE(probe.rejected.load()) << "a task inside a's task waited for a";
 }
 
 long fib(thread_pool& pool, int n) {

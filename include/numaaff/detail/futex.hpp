@@ -39,19 +39,15 @@ inline void futex_wake(std::atomic<std::uint32_t>& word, int count = INT_MAX) no
   ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, count, nullptr, nullptr, 0);
 }
 
-inline std::uint64_t monotonic_ns() noexcept {
+inline std::uint64_t clock_ns(clockid_t clock) noexcept {
   timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  ::clock_gettime(clock, &ts);
   return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
 }
-
+inline std::uint64_t monotonic_ns() noexcept { return clock_ns(CLOCK_MONOTONIC); }
 /// The same clock to the kernel's tick (1-10 ms behind at most): a few ns where a precise read
 /// costs tens, for ages measured in tens of milliseconds.
-inline std::uint64_t coarse_monotonic_ns() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
-}
+inline std::uint64_t coarse_monotonic_ns() noexcept { return clock_ns(CLOCK_MONOTONIC_COARSE); }
 
 /**
  * Sleep until notified, without lost wake-ups (an "event count"). A waiter announces itself

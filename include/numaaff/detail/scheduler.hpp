@@ -335,8 +335,12 @@ class scheduler final : public counter_source {
   external_slot* own_slot(std::size_t ni) noexcept;
   /// A task stolen from node `ni`'s workers (other than `self`) or outside slots.
   pool_task* steal_from(std::size_t ni, const pool_worker* self);
-  bool has_stealable(std::size_t ni) const noexcept;
-  home_backlog backlog_of(std::size_t ni) const noexcept;  // a node's workers and tasks queued
+  /// Tasks queued on node `ni` (its queue, its workers' deques, the outside slots homed
+  /// there), counted until there are `enough`.
+  std::size_t queued_on(std::size_t ni, std::size_t enough = SIZE_MAX) const noexcept;
+  bool has_stealable(std::size_t ni) const noexcept { return queued_on(ni, 1) != 0; }
+  /// A node's workers and tasks queued, for the steal rule.
+  home_backlog backlog_of(std::size_t ni) const noexcept { return {nodes_[ni]->workers.size(), queued_on(ni)}; }
   /// Some worker of node `ni` is not running a task, i.e. free to take that node's work.
   bool has_idle_workers(std::size_t ni) const noexcept;
   /// One task from node `n`'s queues; a worker of the node (`into`) takes a batch into its deque.
@@ -722,26 +726,19 @@ inline bool scheduler::has_idle_workers(std::size_t ni) const noexcept {
   return false;
 }
 
-inline bool scheduler::has_stealable(std::size_t ni) const noexcept {
+inline std::size_t scheduler::queued_on(std::size_t ni, std::size_t enough) const noexcept {
   const pool_node& n = *nodes_[ni];
-  if (n.in_queue.load(std::memory_order_seq_cst) > 0) return true;
-  for (const pool_worker* w : n.workers)
-    if (w->deque.size_hint() > 0) return true;
-  for (const auto& s : slots_)
-    if (s->node_index.load(std::memory_order_relaxed) == ni && s->deque.size_hint() > 0) return true;
-  return false;
-}
-
-inline home_backlog scheduler::backlog_of(std::size_t ni) const noexcept {
-  const pool_node& n = *nodes_[ni];
-  home_backlog b;
-  b.workers = n.workers.size();
-  const std::int64_t queued = n.in_queue.load(std::memory_order_relaxed);
-  b.queued = queued > 0 ? static_cast<std::size_t>(queued) : 0;
-  for (const pool_worker* w : n.workers) b.queued += static_cast<std::size_t>(w->deque.size_hint());
-  for (const auto& s : slots_)
-    if (s->node_index.load(std::memory_order_relaxed) == ni) b.queued += static_cast<std::size_t>(s->deque.size_hint());
-  return b;
+  const std::int64_t in_queue = n.in_queue.load(std::memory_order_seq_cst);
+  std::size_t queued = in_queue > 0 ? static_cast<std::size_t>(in_queue) : 0;
+  for (const pool_worker* w : n.workers) {
+    if (queued >= enough) return queued;
+    queued += static_cast<std::size_t>(w->deque.size_hint());
+  }
+  for (const auto& s : slots_) {
+    if (queued >= enough) return queued;
+    if (s->node_index.load(std::memory_order_relaxed) == ni) queued += static_cast<std::size_t>(s->deque.size_hint());
+  }
+  return queued;
 }
 
 inline pool_task* scheduler::steal_from(std::size_t ni, const pool_worker* self) {
