@@ -13,6 +13,12 @@
 # all of them (lintian refuses a triplet directory in an all package).
 # Each package carries its copyright and a changelog (packaging/debian/) and, where lintian
 # needs one, an override file whose comment says why the tag does not apply.
+# Multi-Arch (written by packaging/debian/multiarch.cmake after CPack, which has no variable for
+# it): libnumaaff-c0 and libnumaaff-dev are "same" (every file is in the multiarch libdir or is
+# the same on every architecture: headers, documentation), so that the packages of two
+# architectures install side by side; numaaff-tools is "foreign" (programs whose use does not
+# depend on their architecture). libnumaaff-c-dev has none: its Fortran modules describe the
+# C types of its architecture (size_t, pointers) and lie in /usr/include, shared by all.
 
 # Whoever distributes the packages sets their own address here.
 set(NUMAAFF_DEB_MAINTAINER "numaaff developers <numaaff@example.org>" CACHE STRING
@@ -141,5 +147,8 @@ foreach(_component IN LISTS CPACK_COMPONENTS_ALL)
   endif()
 endforeach()
 add_custom_target(numaaff_deb_changelogs ALL DEPENDS ${_deb_changelogs})
+
+set(CPACK_NUMAAFF_MULTIARCH "libnumaaff-dev=same" "libnumaaff-c0=same" "numaaff-tools=foreign")
+set(CPACK_POST_BUILD_SCRIPTS "${PROJECT_SOURCE_DIR}/packaging/debian/multiarch.cmake")
 
 include(CPack)

@@ -36,7 +36,7 @@ mapfile -t debs < <(ls "$b"/packages/*.deb)
 [ ${#debs[@]} -eq 4 ] || fail "expected 4 packages, got: ${debs[*]}"
 for d in "${debs[@]}"; do
     echo "== $(basename "$d")"
-    dpkg-deb --field "$d" Package Version Architecture Depends Recommends | sed 's/^/   /'
+    dpkg-deb --field "$d" Package Version Architecture Multi-Arch Depends Recommends | sed 's/^/   /'
 done
 
 # The Depends: each package depends on what its files need (the shared libraries' from
@@ -75,6 +75,34 @@ for m in "${mods[@]}"; do
     v=$(gzip -dc "$m" | awk -F"'" 'NR == 1 && /^GFORTRAN module version/ { print $2 }')
     [ -n "$v" ] || fail "${m#"$contents"} is not a gfortran module file"
     expect_depends libnumaaff-c-dev "gfortran-[0-9]+ [|] gfortran-mod-$v"
+done
+
+# Multi-Arch (packaging/debian/multiarch.cmake): the field as packaging/debian.cmake says, and
+# a "same" package holds nothing two architectures' copies could disagree on: every file is in
+# the multiarch libdir, or is text under /usr/include or the package's own documentation and
+# lintian directories (the same bytes on every architecture).
+triplet=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+expect_multiarch() { # PACKAGE VALUE (dpkg reads a missing field as "no")
+    local got
+    got=$(dpkg-deb --field "$(deb_of "$1")" Multi-Arch)
+    [ "$got" = "$2" ] || fail "$1 has Multi-Arch '$got', not '$2'"
+}
+expect_multiarch libnumaaff-dev same
+expect_multiarch libnumaaff-c0 same
+expect_multiarch numaaff-tools foreign
+expect_multiarch libnumaaff-c-dev no
+for p in libnumaaff-dev libnumaaff-c0; do
+    contents=$b/contents/$p
+    mkdir -p "$contents"
+    dpkg-deb -x "$(deb_of "$p")" "$contents"
+    while read -r f; do
+        case "$f" in
+            ./usr/lib/"$triplet"/*) continue ;;
+            ./usr/include/* | ./usr/share/doc/"$p"/* | ./usr/share/lintian/overrides/"$p") ;;
+            *) fail "$p is Multi-Arch: same but holds ${f#.} outside the multiarch libdir ($triplet)" ;;
+        esac
+        ! file -b "$contents/$f" | grep -q ELF || fail "$p is Multi-Arch: same but holds the binary ${f#.} in a shared directory"
+    done < <(cd "$contents" && find . -type f -o -type l)
 done
 
 # lintian: errors and warnings fail; the overrides in the packages explain what is accepted.
