@@ -207,10 +207,10 @@ struct interleave_access {
 /// page-by-page interleaving has none unless the caller asked for them. Its pages are its own:
 /// pages kept from a freed block of the first node are resident there, and an interleave
 /// policy leaves a page where it is when its node is one of the policy's (even with
-/// MPOL_MF_MOVE).
+/// MPOL_MF_MOVE). Its bytes are counted once, where its pages go (spread_large).
 inline placement_options interleaved_mapping(const alloc_options& o) noexcept {
   using mode = numaaff::huge_page_mode;
-  return {false, false, o.huge_pages == mode::always ? huge_page_mode::always : huge_page_mode::never, false};
+  return {false, false, o.huge_pages == mode::always ? huge_page_mode::always : huge_page_mode::never, false, false};
 }
 
 inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::size_t align) {

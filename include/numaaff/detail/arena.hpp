@@ -75,6 +75,10 @@ struct placement_options {
   // Pages a freed block of the same placement kept may serve it, and its own may be kept for
   // the next (spare_extents). Off for a block whose policy changes after mapping (interleaved).
   bool keep_pages = true;
+  // A large block's bytes count on its node (the live counters) when it is mapped. Off for one
+  // whose policy is set after mapping (interleaved): spread_large counts it once, where its
+  // pages go, so that no snapshot sees it counted on the first node and then taken away.
+  bool counted_when_mapped = true;
 };
 
 /// Applies the huge-page choice to a fresh mapping [p, p + len) whose start is
@@ -641,6 +645,7 @@ struct arena_table {
     std::uint64_t epoch;  // placement_epoch when it was mapped
     extent_key placed;    // the node and strictness it was mapped with, reusable or not
     std::uint32_t spread = 0;  // 1 + its index in `spreads` when interleaved; 0: all on placed.node
+    bool counted = true;       // false until spread_large counts it (placement_options::counted_when_mapped)
   };
   std::unordered_map<std::uintptr_t, large_block> large;  // start of each large block -> its mapping
   spare_extents spare;
@@ -1065,8 +1070,10 @@ inline std::uint64_t heap_share(std::uint64_t len, std::uint64_t w, std::uint64_
 }
 
 /// Changes what large block `b` counts on its nodes from `from` bytes to `to` (0: nothing), one
-/// add per node. Called with the table's large_lock held (it reads `spreads`).
+/// add per node; nothing for a block not counted yet. Called with the table's large_lock held
+/// (it reads `spreads`).
 inline void count_large(const arena_table& t, const arena_table::large_block& b, std::size_t from, std::size_t to) noexcept {
+  if (!b.counted) return;
   auto add = [&](int node, std::uint64_t was, std::uint64_t now) {
     if (was != now) count_heap_bytes(node, b.placed.strict, static_cast<std::int64_t>(now) - static_cast<std::int64_t>(was));
   };
@@ -1089,26 +1096,26 @@ inline void count_large(const arena_table& t, const arena_table::large_block& b,
   add(nodes[0].first, from - given_from, to - given_to);
 }
 
-/// Large block `p`'s pages are interleaved over `nodes` now (by weight): its bytes count for
-/// them from here on, and its free gives them back there. Best effort: without memory for the
-/// record it stays counted where it was mapped.
+/// Large block `p` (mapped without being counted: placement_options::counted_when_mapped) has
+/// its pages interleaved over `nodes` now (by weight): its bytes count for them from here on,
+/// once, and its free gives them back there. Without memory for the record, or with no node
+/// of weight, it counts where it was mapped.
 inline void spread_large(void* p, arena_table::spread nodes) noexcept {
-  std::uint64_t total = 0;
-  for (const auto& [node, w] : nodes) total += w;
-  if (nodes.empty() || total == 0) return;
   arena_table& t = arena_table::instance();
   std::lock_guard<std::mutex> guard(t.large_lock);
   const auto it = t.large.find(reinterpret_cast<std::uintptr_t>(p));
-  if (it == t.large.end()) return;
+  if (it == t.large.end() || it->second.counted) return;
+  std::uint64_t total = 0;
+  for (const auto& [node, w] : nodes) total += w;
   std::size_t id = 0;
   while (id < t.spreads.size() && t.spreads[id] != nodes) ++id;
   try {
-    if (id == t.spreads.size()) t.spreads.push_back(std::move(nodes));
+    if (total != 0 && id == t.spreads.size()) t.spreads.push_back(std::move(nodes));
   } catch (...) {
-    return;
+    total = 0;
   }
-  count_large(t, it->second, it->second.len, 0);
-  it->second.spread = static_cast<std::uint32_t>(id + 1);
+  if (total != 0) it->second.spread = static_cast<std::uint32_t>(id + 1);
+  it->second.counted = true;
   count_large(t, it->second, 0, it->second.len);
 }
 
@@ -1138,13 +1145,14 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
     std::lock_guard<std::mutex> guard(t.large_lock);
     // An entry left at this address means its block was unmapped behind our back: replaced.
     t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p),
-                             arena_table::large_block{len, mapping_granule(o), key, epoch, extent_key{node, o.strict}});
+                             arena_table::large_block{len, mapping_granule(o), key, epoch, extent_key{node, o.strict}, 0,
+                                                      o.counted_when_mapped});
   } catch (...) {  // no room for the entry
     sys_munmap(p, len);
     ec = std::make_error_code(std::errc::not_enough_memory);
     return nullptr;
   }
-  count_heap_bytes(node, o.strict, static_cast<std::int64_t>(len));  // spread_large recounts an interleaved one
+  if (o.counted_when_mapped) count_heap_bytes(node, o.strict, static_cast<std::int64_t>(len));
   ec.clear();
   return p;
 }
