@@ -129,6 +129,21 @@ SECTIONS = [
         "args": ["--n", "1024", "--tile", "128", "--repeat", "2", "--check"],
         "smoke": ["--n", "256", "--tile", "64", "--repeat", "1", "--check"],
     },
+    # The machine report users run: its summary of numaaff against the minimal next-touch
+    # mechanism, oneTBB and OpenMP (the matrices it prints first are the machine's, not numaaff's).
+    {
+        "name": "numaaff-bench",
+        "path": "tools/numaaff-bench",
+        "args": [],
+        "smoke": ["--quick"],
+    },
+    {
+        "name": "numaaff-bench-vm",
+        "path": "tools/numaaff-bench",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "args": ["--quick"],
+        "smoke": ["--quick"],
+    },
     {
         "name": "bench_io_guard",
         "args": ["--benchmark_min_time=0.2"] + REPS,

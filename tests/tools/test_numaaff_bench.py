@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """numaaff-bench --quick as a user with a real machine runs it (here on this host's topology):
-the table, the JSON (parsed by Python) of the shape the README documents, the PNG plot, and
-bad usage. Figures are not judged here (--quick is too short for them); their shape is.
+the table, the JSON (parsed by Python) of the shape the README documents, the closing summary
+of ratios (read by benchmarks/report.py's parser, figure for figure the JSON's), the PNG plot,
+and bad usage. Figures are not judged here (--quick is too short for them); their shape is.
 
 usage: test_numaaff_bench.py NUMAAFF_BENCH [BASELINE...]   (the runtimes the build measures beside numaaff)
 Prints 'N passed, N failed' and exits non-zero on any failure."""
@@ -10,6 +11,9 @@ import os
 import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "benchmarks"))
+import report  # noqa: E402  (benchmarks/report.py: the reader of every benchmark's ratio lines)
 
 BENCH = sys.argv[1]
 EXPECTED_BASELINES = sys.argv[2:]
@@ -59,6 +63,24 @@ with tempfile.TemporaryDirectory() as tmp:
         rows += ["steal latency (first thief)"] if two_cpus else []
         for what in rows:
             check((what, runtime) in runtimes, f"no '{what}' row for {runtime}: {sorted(runtimes)}")
+    # The closing summary, read as benchmarks/report.py reads it (its own parser): a line per
+    # next-touch chunk and per pool figure and baseline, the same figures as the JSON's.
+    context, ratios = report.parse(r.stdout)
+    check(context is not None and "placement effective: " in context, f"summary context {context!r}")
+    by_label = {x["label"]: x for x in ratios}
+    for t in d["next_touch"]:
+        x = by_label.get(f"next touch, chunk {t['chunk_pages']} pages: numaaff / the minimal mechanism")
+        check(x is not None and x["unit"] == "x" and x["op"] == "<=" and x["target"] == "1.10" and
+              abs(float(x["value"]) - t["numaaff_us_per_page"] / t["minimal_us_per_page"]) < 0.006 and
+              x["verdict"] == ("met" if float(x["value"]) <= 1.1 else "MISSED"), f"next-touch summary line {x} for {t}")
+    ns = {(p["what"], p["runtime"]): p["ns"] for p in d["pool"]}
+    pairs = [(what, b) for (what, b) in ns if b != "numaaff" and (what, "numaaff") in ns]
+    check(len(pairs) > 0 or not EXPECTED_BASELINES, f"no pool figure with a baseline: {sorted(ns)}")
+    for what, baseline in pairs:
+        x = by_label.get(f"{what}: ns, numaaff (target: {baseline}'s)")
+        check(x is not None and x["unit"] == "ns" and abs(float(x["value"]) - ns[(what, "numaaff")]) <= 0.5 and
+              abs(float(x["target"]) - ns[(what, baseline)]) <= 0.5, f"pool summary line {x} for {what} against {baseline}")
+    check(len(ratios) == len(d["next_touch"]) + len(pairs), f"summary lines {[x['label'] for x in ratios]}")
     png = os.path.join(tmp, "numaaff-bench.png")
     check(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n", "no PNG plot")
 
