@@ -171,14 +171,26 @@ std::vector<std::uint64_t>& sink() {
   return s;
 }
 
+// Counter caller_ran_all: the share of iterations whose every block the calling thread ran
+// itself, one after the other, while a worker's CPU stayed idle (the pool's one spinning
+// worker shared the caller's CPU, and the other slept): where the wall time goes past OpenMP's.
 void fork_join_20us_numaaff(benchmark::State& state) {
   const std::uint64_t n = iterations_for_20us();
   std::vector<std::uint64_t>& s = sink();
+  const auto blocks = static_cast<std::size_t>(threads());
+  std::vector<std::atomic<bool>> by_caller(blocks);
+  std::int64_t caller_ran_all = 0;
   for (auto _ : state) {
-    pool().parallel_for(0, static_cast<std::size_t>(threads()), [&](std::size_t i) { s[i * 8] = spin_work(n, i); });
+    pool().parallel_for(0, blocks, [&](std::size_t i) {
+      s[i * 8] = spin_work(n, i);
+      // No pool of its own: the benchmark thread, running a block while it waits.
+      by_caller[i].store(numaaff::thread_pool::current() == nullptr, std::memory_order_relaxed);
+    });
     benchmark::DoNotOptimize(s.data());
+    caller_ran_all += std::all_of(by_caller.begin(), by_caller.end(), [](const std::atomic<bool>& b) { return b.load(); });
   }
   state.SetItemsProcessed(state.iterations());
+  state.counters["caller_ran_all"] = benchmark::Counter(static_cast<double>(caller_ran_all) / static_cast<double>(state.iterations()));
 }
 
 void fork_join_20us_omp(benchmark::State& state) {
