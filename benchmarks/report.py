@@ -44,7 +44,8 @@ REPS = ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=tru
         "--benchmark_report_aggregates_only=true"]
 
 # name: the README marker and the binary in <build>/benchmarks (or binary: its name there, or
-# path: a program elsewhere in the build that prints its ratios as the benchmarks do); args:
+# path: a program elsewhere in the build that prints its ratios as the benchmarks do, started
+# by launcher, a command such as mpirun, where one is given); args:
 # the measured command's arguments; variants: (column, environment) pairs, each run as its own
 # command; smoke: the arguments of CI's quick run (tiny times, a filter), which checks the
 # shape, not the figures.
@@ -113,6 +114,41 @@ SECTIONS = [
         "args": ["--benchmark_filter=move", "--benchmark_min_time=0.3", "--benchmark_repetitions=3",
                  "--benchmark_report_aggregates_only=true"],
         "smoke": ["--benchmark_filter=move.*/4096/", "--benchmark_min_time=0.01"],
+    },
+    {
+        "name": "bench_next_touch-vm",
+        "binary": "bench_next_touch",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1800"],
+        "args": ["--benchmark_filter=^bm_(naive_per_page|next_touch|minimal_next_touch|next_touch_adaptive|raw_move_pages"
+                 "|mbind_move)/(1|16)/", "--benchmark_min_time=0.05", "--benchmark_repetitions=3",
+                 "--benchmark_report_aggregates_only=true"],
+        "smoke": ["--benchmark_filter=^bm_(next_touch|minimal_next_touch)/1/", "--benchmark_min_time=0.01"],
+    },
+    # The 2003 schedbench numa_test (examples/numa_test): jobs that stay on their node with
+    # their pages, the pool's modes against the kernel's scheduler, and that scheduler again
+    # with automatic NUMA balancing on.
+    {
+        "name": "numa_test-vm",
+        "path": "examples/numa_test",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--timeout", "1500"],
+        "args": ["--mib", "8", "--passes", "4", "--check"],
+        "smoke": ["--mib", "1", "--passes", "1", "--jobs-per-node", "2"],
+    },
+    {
+        "name": "numa_test-balancing-vm",
+        "path": "examples/numa_test",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--numa-balancing", "on", "--timeout", "1500"],
+        "args": ["--mode", "thread", "--mib", "8", "--passes", "4"],
+        "smoke": ["--mode", "thread", "--mib", "1", "--passes", "1", "--jobs-per-node", "2"],
+    },
+    # The MPI bridge's one cost, at start-up: two ranks on the host (Open MPI, shared memory).
+    {
+        "name": "mpi_layout",
+        "path": "examples/mpi_layout",
+        "launcher": ["mpirun", "--oversubscribe", "-np", "2"],
+        "variants": [("", {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})],
+        "args": ["--repeat", "1000"],
+        "smoke": ["--repeat", "10"],
     },
     # The tiled Cholesky example with real BLAS/LAPACK kernels, both versions checked against
     # LAPACKE_dpotrf on the whole matrix.
@@ -239,7 +275,7 @@ def run_section(section, build, runs, smoke):
     for _ in range(runs):
         for name, extra in variants:
             env_extra = {k: v.format(build=build) for k, v in extra.items()}
-            argv = [binary] + args
+            argv = section.get("launcher", []) + [binary] + args
             if "vm" in section:  # the binary is copied into the guest and run by name there
                 argv = ([os.path.join(ROOT, "tests", "vm", "numaaff-vm")] + section["vm"] + ["--add", binary]
                         + [a for k, v in env_extra.items() for a in ("--env", f"{k}={v}")] + ["--", os.path.basename(binary)] + args)

@@ -31,6 +31,7 @@
 #include <future>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -245,14 +246,32 @@ int main(int argc, char** argv) {
                 report.kernel_release.c_str(),
                 multi ? "" : "; one node: every job is on node 0, run it in the NUMA VM to see placement");
     bool missed = false;
+    std::vector<std::pair<std::string, mode_outcome>> outcomes;
     for (const char* m : {"thread", "exec", "fork"}) {
       if (mode != "all" && mode != m) continue;
       const mode_outcome o = run_mode(m, s, topo);
+      outcomes.emplace_back(m, o);
       if (std::string(m) != "thread") {
         std::printf("goal (every job stays on its node with >= 99%% of its pages there) for %s: %s\n\n", m,
                     o.goal() ? "met" : "MISSED");
         missed = missed || !o.goal();
       }
+    }
+    // The same counts as the benchmarks' ratio lines (benchmarks/report.py reads them): the
+    // pool's modes against the goal, the kernel's scheduler (thread) for reference.
+    std::printf("numaaff benchmark on kernel %s, %zu node(s), %zu cpu(s), placement effective: %s\n",
+                report.kernel_release.c_str(), topo.node_count(), topo.machine_cpu_count(), multi ? "yes" : "no");
+    std::printf("ratios (same run):\n");
+    for (const auto& [m, o] : outcomes) {
+      const bool pool = m != "thread";
+      const double target = pool ? 100.0 : 0.0;
+      auto line = [&](const char* what, std::size_t count) {
+        const double share = 100.0 * static_cast<double>(count) / static_cast<double>(o.jobs);
+        const std::string label = std::string(what) + ", " + (pool ? m + " (the pool)" : "thread (the kernel's scheduler, reference)");
+        std::printf("  %-70s %6.0f%%  target >= %.0f%%  %s\n", label.c_str(), share, target, share >= target ? "met" : "MISSED");
+      };
+      line("jobs that ran mostly on their initial node", o.stayed);
+      line("jobs with >= 99% of their pages on that node", o.local);
     }
     return check && multi && missed ? 1 : 0;
   } catch (const std::exception& e) {
