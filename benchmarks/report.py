@@ -141,6 +141,16 @@ SECTIONS = [
         "args": ["--mode", "thread", "--mib", "8", "--passes", "4"],
         "smoke": ["--mode", "thread", "--mib", "1", "--passes", "1", "--jobs-per-node", "2"],
     },
+    # Data-affine scheduling against the alternatives (tests/numa/test_tbb_numa.cpp): tasks and
+    # loops on their data's node, from sched_getcpu and raw page queries.
+    {
+        "name": "test_tbb_numa-vm",
+        "path": "tests/test_tbb_numa",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--env", "NUMAAFF_TEST_REQUIRE_NODES=4",
+               "--timeout", "1500"],
+        "args": ["--gtest_filter=*DataAffineSchedulingAgainstTheAlternatives"],
+        "smoke": ["--gtest_filter=*DataAffineSchedulingAgainstTheAlternatives"],
+    },
     # The MPI bridge's one cost, at start-up: two ranks on the host (Open MPI, shared memory).
     {
         "name": "mpi_layout",
