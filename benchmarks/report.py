@@ -141,6 +141,23 @@ SECTIONS = [
         "args": ["--mode", "thread", "--mib", "8", "--passes", "4"],
         "smoke": ["--mode", "thread", "--mib", "1", "--passes", "1", "--jobs-per-node", "2"],
     },
+    # The 2012 automatic NUMA balancing tests (benchmarks/numa01_02.cpp), as run_experiments.sh
+    # runs them: numa02 on 4 nodes x 1 CPU, numa01 on 2 nodes x 2 CPUs; placement, and pass times
+    # as references (emulated).
+    {
+        "name": "numa02-vm",
+        "path": "benchmarks/numa01_02",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--timeout", "1500"],
+        "args": ["--test", "numa02", "--mib", "64", "--passes", "150"],
+        "smoke": ["--test", "numa02", "--mib", "8", "--passes", "3"],
+    },
+    {
+        "name": "numa01-vm",
+        "path": "benchmarks/numa01_02",
+        "vm": ["--nodes", "2", "--cpus-per-node", "2", "--timeout", "1500"],
+        "args": ["--test", "numa01", "--mib", "64", "--passes", "150"],
+        "smoke": ["--test", "numa01", "--mib", "8", "--passes", "3"],
+    },
     # Data-affine scheduling against the alternatives (tests/numa/test_tbb_numa.cpp): tasks and
     # loops on their data's node, from sched_getcpu and raw page queries.
     {
