@@ -3,11 +3,9 @@
 // never an absolute figure. It prints the topology it ran on first.
 #pragma once
 
-#include <numaaff/system_report.hpp>
-#include <numaaff/topology.hpp>
+#include "ratio_line.hpp"
 
 #include <benchmark/benchmark.h>
-#include <sys/utsname.h>
 
 #include <cstdio>
 #include <map>
@@ -54,7 +52,8 @@ class collecting_reporter : public benchmark::ConsoleReporter {
     }
   }
   int print_ratios(const std::vector<ratio>& ratios) const {
-    std::printf("\nratios (same run):\n");
+    std::printf("\n");
+    numaaff_report::print_ratio_heading();
     int missed = 0;
     for (const ratio& q : ratios) {
       const bool per_item = q.what == ratio::measure::extra_ns_per_item;
@@ -75,23 +74,16 @@ class collecting_reporter : public benchmark::ConsoleReporter {
           return share * 1e9 / rate;
         };
         const double mine = ns(q.numerator, a->second), theirs = q.target * ns(q.denominator, b->second);
-        const bool ok = mine <= theirs;
-        missed += ok ? 0 : 1;
-        std::printf("  %-58s %7.0fns  target <= %.0fns  %s\n", q.label.c_str(), mine, theirs, ok ? "met" : "MISSED");
+        missed += numaaff_report::print_ratio_line(q.label, mine, "ns", "<=", theirs, 0) ? 0 : 1;
         continue;
       }
       if (per_item) {
         const double extra = 1e9 / a->second - 1e9 / b->second;
-        const bool ok = extra <= q.target;
-        missed += ok ? 0 : 1;
-        std::printf("  %-58s %7.0fns  target <= %.0fns  %s\n", q.label.c_str(), extra, q.target, ok ? "met" : "MISSED");
+        missed += numaaff_report::print_ratio_line(q.label, extra, "ns", "<=", q.target, 0) ? 0 : 1;
         continue;
       }
       const double v = a->second / b->second;
-      const bool ok = q.what == ratio::measure::rate ? v >= q.target : v <= q.target;
-      missed += ok ? 0 : 1;
-      std::printf("  %-58s %8.2fx  target %s %.2fx  %s\n", q.label.c_str(), v,
-                  q.what == ratio::measure::rate ? ">=" : "<=", q.target, ok ? "met" : "MISSED");
+      missed += numaaff_report::print_ratio_line(q.label, v, "x", q.what == ratio::measure::rate ? ">=" : "<=", q.target, 2) ? 0 : 1;
     }
     return missed;
   }
@@ -104,20 +96,12 @@ class collecting_reporter : public benchmark::ConsoleReporter {
   std::map<std::string, bool> medians_;
 };
 
-inline void print_context() {
-  utsname u{};
-  uname(&u);
-  const numaaff::topology& t = numaaff::topology::system();
-  std::printf("numaaff benchmark on kernel %s, %zu node(s), %zu cpu(s), placement effective: %s\n", u.release,
-              t.node_count(), t.cpus().size(), numaaff::system_report().placement_effective() ? "yes" : "no");
-}
-
 /// Runs the registered benchmarks and prints the ratios. Returns 0: a missed target is
 /// reported, not an error (benchmarks are smoke-run in CI on emulated or one-node machines).
 inline int run(int argc, char** argv, const std::vector<ratio>& ratios) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 2;
-  print_context();
+  numaaff_report::print_context();
   collecting_reporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.print_ratios(ratios);

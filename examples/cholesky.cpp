@@ -15,6 +15,7 @@
 // on node 0; run it in the NUMA VM to see placement.
 #include <numaaff/numaaff.hpp>
 
+#include "../benchmarks/ratio_line.hpp"
 #include "cli.hpp"
 
 #include <cblas.h>
@@ -23,7 +24,6 @@
 #include <omp.h>
 #include <sched.h>
 #include <sys/mman.h>
-#include <sys/utsname.h>
 
 #include <algorithm>
 #include <chrono>
@@ -271,18 +271,13 @@ int main(int argc, char** argv) {
       best_of[v] = best;
       share_of[v] = 100.0 * static_cast<double>(local) / static_cast<double>(tasks);
     }
-    utsname u{};
-    ::uname(&u);
-    std::printf("\nnumaaff benchmark on kernel %s, %zu node(s), %zu cpu(s), placement effective: %s\n", u.release,
-                numaaff::topology::system().node_count(), numaaff::topology::system().cpus().size(),
-                numaaff::system_report().placement_effective() ? "yes" : "no");
-    std::printf("ratios (same run):\n");
-    const double r = best_of[0] / best_of[1];
-    std::printf("  %-58s %8.2fx  target <= 1.00x  %s\n", "best time: numaaff dataflow / OpenMP depend", r, r <= 1.0 ? "met" : "MISSED");
+    std::printf("\n");
+    numaaff_report::print_context();
+    numaaff_report::print_ratio_heading();
+    numaaff_report::print_ratio_line("best time: numaaff dataflow / OpenMP depend", best_of[0] / best_of[1], "x", "<=", 1.0, 2);
     if (nodes.size() > 1) {
-      std::printf("  %-58s %8.0f%%  target >= 95%%  %s\n", "tasks on the node of most of their tiles: numaaff", share_of[0],
-                  share_of[0] >= 95.0 ? "met" : "MISSED");
-      std::printf("  %-58s %8.0f%%  target >= 0%%  met\n", "  the same, OpenMP depend (reference)", share_of[1]);
+      numaaff_report::print_ratio_line("tasks on the node of most of their tiles: numaaff", share_of[0], "%", ">=", 95, 0);
+      numaaff_report::print_ratio_line("  the same, OpenMP depend (reference)", share_of[1], "%", ">=", 0, 0);
     }
     return ok ? 0 : 1;
   } catch (const std::exception& e) {

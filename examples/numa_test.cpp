@@ -13,6 +13,7 @@
 // with MSched == iSched and >= 99% of its pages on its node. --check exits 1 when a pool mode
 // misses it on a multi-node machine. On one node every column says node 0: run it in the VM,
 // tests/vm/numaaff-vm -- build/.../numa_test.
+#include "../benchmarks/ratio_line.hpp"
 #include "cli.hpp"
 
 #include <numaaff/numaaff.hpp>
@@ -259,16 +260,14 @@ int main(int argc, char** argv) {
     }
     // The same counts as the benchmarks' ratio lines (benchmarks/report.py reads them): the
     // pool's modes against the goal, the kernel's scheduler (thread) for reference.
-    std::printf("numaaff benchmark on kernel %s, %zu node(s), %zu cpu(s), placement effective: %s\n",
-                report.kernel_release.c_str(), topo.node_count(), topo.machine_cpu_count(), multi ? "yes" : "no");
-    std::printf("ratios (same run):\n");
+    numaaff_report::print_context();
+    numaaff_report::print_ratio_heading();
     for (const auto& [m, o] : outcomes) {
       const bool pool = m != "thread";
-      const double target = pool ? 100.0 : 0.0;
       auto line = [&](const char* what, std::size_t count) {
-        const double share = 100.0 * static_cast<double>(count) / static_cast<double>(o.jobs);
         const std::string label = std::string(what) + ", " + (pool ? m + " (the pool)" : "thread (the kernel's scheduler, reference)");
-        std::printf("  %-70s %6.0f%%  target >= %.0f%%  %s\n", label.c_str(), share, target, share >= target ? "met" : "MISSED");
+        numaaff_report::print_ratio_line(label, 100.0 * static_cast<double>(count) / static_cast<double>(o.jobs), "%", ">=",
+                                         pool ? 100 : 0, 0);
       };
       line("jobs that ran mostly on their initial node", o.stayed);
       line("jobs with >= 99% of their pages on that node", o.local);

@@ -13,6 +13,7 @@
 // DIR, with gnuplot). On a virtual machine the timings are the hypervisor's: it says so.
 #include <numaaff/numaaff.hpp>
 
+#include "../benchmarks/ratio_line.hpp"
 #include "json_text.hpp"
 
 #include <numaif.h>
@@ -573,32 +574,23 @@ int main(int argc, char** argv) {
 
 namespace {
 
-/// One line of the summary, in the form every numaaff benchmark prints its targets (which
-/// benchmarks/report.py reads): `label  value  target <=|>= bound  met|MISSED`.
-void print_ratio(const std::string& label, double value, const char* unit, double bound, const char* fmt) {
-  char v[32], b[32];
-  std::snprintf(v, sizeof v, fmt, value);
-  std::snprintf(b, sizeof b, fmt, bound);
-  std::printf("  %-62s %9s%s  target <= %s%s  %s\n", label.c_str(), v, unit, b, unit, value <= bound ? "met" : "MISSED");
-}
-
 /// The summary: what numaaff costs against the mechanism or runtime a user would use instead,
-/// measured in this run. Next touch against the minimal mechanism (at most 1.1x, as
-/// bench_next_touch asks); each pool figure against oneTBB's and OpenMP's (at most theirs).
-void print_ratios(const std::vector<touch_figure>& nt, const std::vector<pool_figure>& pf, std::size_t nodes,
-                  std::size_t cpu_nodes, std::size_t cpus) {
-  std::printf("\nnumaaff benchmark on kernel %s, %zu node(s) (%zu with CPUs), %zu cpu(s), placement effective: %s\n",
-              kernel_release().c_str(), nodes, cpu_nodes, cpus, numaaff::system_report().placement_effective() ? "yes" : "no");
-  std::printf("ratios (same run):\n");
+/// measured in this run, in the form every numaaff benchmark ends with (benchmarks/report.py
+/// reads it). Next touch against the minimal mechanism (at most 1.1x, as bench_next_touch
+/// asks); each pool figure against oneTBB's and OpenMP's (at most theirs).
+void print_ratios(const std::vector<touch_figure>& nt, const std::vector<pool_figure>& pf) {
+  std::printf("\n");
+  numaaff_report::print_context();
+  numaaff_report::print_ratio_heading();
   for (const touch_figure& f : nt)
     if (f.minimal_us_per_page > 0)
-      print_ratio("next touch, chunk " + std::to_string(f.chunk_pages) + " pages: numaaff / the minimal mechanism",
-                  f.numaaff_us_per_page / f.minimal_us_per_page, "x", 1.1, "%.2f");
+      numaaff_report::print_ratio_line("next touch, chunk " + std::to_string(f.chunk_pages) + " pages: numaaff / the minimal mechanism",
+                                       f.numaaff_us_per_page / f.minimal_us_per_page, "x", "<=", 1.1, 2);
   for (const pool_figure& mine : pf) {
     if (mine.runtime != "numaaff") continue;
     for (const pool_figure& theirs : pf)
       if (theirs.what == mine.what && theirs.runtime != "numaaff" && theirs.ns > 0)
-        print_ratio(mine.what + ": ns, numaaff (target: " + theirs.runtime + "'s)", mine.ns, "ns", theirs.ns, "%.0f");
+        numaaff_report::print_ratio_line(mine.what + ": ns, numaaff (target: " + theirs.runtime + "'s)", mine.ns, "ns", "<=", theirs.ns, 0);
   }
 }
 
@@ -725,7 +717,7 @@ int report(const settings& s) {
   }
   j += "]}\n";
 
-  print_ratios(nt, pf, mem_nodes.size(), cpu_nodes.size(), topo.cpus().size());
+  print_ratios(nt, pf);
 
   if (!s.json.empty()) {
     std::FILE* f = std::fopen(s.json.c_str(), "w");
