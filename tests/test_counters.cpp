@@ -210,11 +210,11 @@ TEST(Counters, HeapBytesFollowLargeBlocksOfANode) {
   EXPECT_EQ(row_of(c, n).heap_bound_bytes, row_of(a, n).heap_bound_bytes);
 }
 
-// A large interleaved block is counted once, where its pages go, when its policy is set
-// (spread_large). It used to be counted on the first node when mapped and then moved: a
-// snapshot between the two adds found it on no node (on one node: its bytes taken off, then
-// added back). So while the test only allocates, a reader polling all along must never see any
-// node's heap bytes go down.
+// A large interleaved block counts for the nodes its pages go to once its policy is set, and
+// only then (spread_large), so no figure of a live block is ever taken back: while the test
+// only allocates, a reader polling all along must never see any node's heap bytes go down. A
+// count that moved between nodes would show for the few instructions between two adds, which
+// a snapshot rarely falls in: hence thousands of phases, for 5 s.
 TEST(Counters, AnInterleavedBlockIsCountedOnceNeverTakenAwayWhileLive) {
   auto held = [](const numaaff::counter_snapshot& s) {
     std::vector<std::uint64_t> bytes;
@@ -233,6 +233,9 @@ TEST(Counters, AnInterleavedBlockIsCountedOnceNeverTakenAwayWhileLive) {
     while (!stop.load()) {
       const unsigned before = phase.load();
       const std::vector<std::uint64_t> h = held(numaaff::snapshot());
+      // The snapshot's relaxed loads must not drift past the second look at the phase (as in a
+      // seqlock's reader): else a free of the next phase could be read as this phase's.
+      std::atomic_thread_fence(std::memory_order_acquire);
       const bool within = before % 2 == 0 && phase.load() == before;  // wholly inside one allocating phase
       if (within && last_phase == before && h.size() == last.size()) {
         compared.fetch_add(1, std::memory_order_relaxed);
@@ -243,18 +246,26 @@ TEST(Counters, AnInterleavedBlockIsCountedOnceNeverTakenAwayWhileLive) {
       last = h;
     }
   });
-  std::vector<void*> blocks;
-  // The old window was two adds wide: about 3 in 340,000 snapshot pairs per 3 s fell in it here.
-  const auto until = std::chrono::steady_clock::now() + 5s;
-  while (std::chrono::steady_clock::now() < until) {
-    for (int i = 0; i < per_phase; ++i) blocks.push_back(numaaff::allocate(spread, bytes));
-    phase.fetch_add(1);
-    for (void* p : blocks) numaaff::deallocate(p);
-    blocks.clear();
-    phase.fetch_add(1);
+  struct joined {  // however the loop below ends
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~joined() {
+      stop = true;
+      t.join();
+    }
+  };
+  {
+    const joined reader_stops{stop, reader};
+    std::vector<void*> blocks;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < until) {
+      for (int i = 0; i < per_phase; ++i) blocks.push_back(numaaff::allocate(spread, bytes));
+      phase.fetch_add(1);
+      for (void* p : blocks) numaaff::deallocate(p);
+      blocks.clear();
+      phase.fetch_add(1);
+    }
   }
-  stop = true;
-  reader.join();
   EXPECT_GT(compared.load(), 0u);
   EXPECT_EQ(drops.load(), 0u) << "a node's heap bytes went down while blocks were only allocated, " << drops.load()
                               << " times in " << compared.load() << " snapshot pairs";
