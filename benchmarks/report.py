@@ -26,6 +26,7 @@ import datetime
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -45,7 +46,8 @@ REPS = ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=tru
 
 # name: the README marker and the binary in <build>/benchmarks (or binary: its name there, or
 # path: a program elsewhere in the build that prints its ratios as the benchmarks do, started
-# by launcher, a command such as mpirun, where one is given); args:
+# by launcher, a command such as mpirun, where one is given; optional: a section whose program
+# a build may lack (MPI, LAPACKE) or whose launcher is not installed is skipped, and says so); args:
 # the measured command's arguments; variants: (column, environment) pairs, each run as its own
 # command; smoke: the arguments of CI's quick run (tiny times, a filter), which checks the
 # shape, not the figures.
@@ -131,7 +133,7 @@ SECTIONS = [
         "name": "numa_test-vm",
         "path": "examples/numa_test",
         "vm": ["--nodes", "4", "--cpus-per-node", "1", "--timeout", "1500"],
-        "args": ["--mib", "8", "--passes", "4", "--check"],
+        "args": ["--mib", "8", "--passes", "4"],
         "smoke": ["--mib", "1", "--passes", "1", "--jobs-per-node", "2"],
     },
     {
@@ -173,6 +175,7 @@ SECTIONS = [
         "name": "mpi_layout",
         "path": "examples/mpi_layout",
         "launcher": ["mpirun", "--oversubscribe", "-np", "2"],
+        "optional": True,
         "variants": [("", {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"})],
         "args": ["--repeat", "1000"],
         "smoke": ["--repeat", "10"],
@@ -182,12 +185,14 @@ SECTIONS = [
     {
         "name": "cholesky",
         "path": "examples/cholesky",
+        "optional": True,
         "args": ["--n", "2048", "--tile", "256", "--repeat", "3", "--check"],
         "smoke": ["--n", "256", "--tile", "64", "--repeat", "1", "--check"],
     },
     {
         "name": "cholesky-vm",
         "path": "examples/cholesky",
+        "optional": True,
         "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
         "args": ["--n", "1024", "--tile", "128", "--repeat", "2", "--check"],
         "smoke": ["--n", "256", "--tile", "64", "--repeat", "1", "--check"],
@@ -291,10 +296,17 @@ def command_line(env, argv, build):
 
 
 def run_section(section, build, runs, smoke):
-    """Runs every variant `runs` times; returns (commands, contexts, {variant: [ratios per run]})."""
+    """Runs every variant `runs` times; returns (commands, contexts, {variant: [ratios per run]}),
+    or None for an optional section that cannot run here."""
     binary = os.path.join(build, section.get("path", os.path.join("benchmarks", section.get("binary", section["name"]))))
-    if not os.access(binary, os.X_OK):
-        raise SystemExit(f"report.py: {binary} is not built")
+    launcher = section.get("launcher", [])
+    missing = (f"{binary} is not built" if not os.access(binary, os.X_OK)
+               else f"{launcher[0]} is not installed" if launcher and shutil.which(launcher[0]) is None else None)
+    if missing and section.get("optional"):
+        print(f"report.py: {section['name']} skipped, its block left as it was: {missing}", flush=True)
+        return None
+    if missing:
+        raise SystemExit(f"report.py: {missing}")
     # A program that is not a Google Benchmark binary (path) takes no benchmark flags.
     args = (section["smoke"] + ([] if "path" in section else ["--benchmark_color=false"])) if smoke else section["args"]
     variants = section.get("variants", [("", {})])
@@ -302,7 +314,7 @@ def run_section(section, build, runs, smoke):
     for _ in range(runs):
         for name, extra in variants:
             env_extra = {k: v.format(build=build) for k, v in extra.items()}
-            argv = section.get("launcher", []) + [binary] + args
+            argv = launcher + [binary] + args
             if "vm" in section:  # the binary is copied into the guest and run by name there
                 argv = ([os.path.join(ROOT, "tests", "vm", "numaaff-vm")] + section["vm"] + ["--add", binary]
                         + [a for k, v in env_extra.items() for a in ("--env", f"{k}={v}")] + ["--", os.path.basename(binary)] + args)
@@ -413,7 +425,10 @@ def main():
             continue
         before = {"load": load(), "busiest": busiest_other_process()}
         print(f"report.py: {section['name']} ({opts.runs} run(s); load {before['load']})", flush=True)
-        commands, contexts, results = run_section(section, build, opts.runs, opts.smoke)
+        ran = run_section(section, build, opts.runs, opts.smoke)
+        if ran is None:
+            continue
+        commands, contexts, results = ran
         text = replace_block(text, section["name"], render(section, commands, contexts, results, opts.runs, before))
     with open(opts.output or opts.readme, "w", encoding="utf-8") as f:
         f.write(text)
