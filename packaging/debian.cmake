@@ -127,7 +127,22 @@ bandwidth matrices, page migration, next touch and task costs beside oneTBB
 and OpenMP; numaaff-report-plot draws a report as PNG.")
 
 # /usr/share/doc/PACKAGE/{copyright,changelog.Debian.gz} and the lintian overrides, per package.
-string(TIMESTAMP _deb_date "%a, %d %b %Y %H:%M:%S +0000" UTC)  # honours SOURCE_DATE_EPOCH
+# The changelog's date is the last commit's (or SOURCE_DATE_EPOCH's), not the build's: the files
+# of a Multi-Arch: same package outside the libdir must be the same bytes on every
+# architecture, whenever each was built. Outside a git checkout, without SOURCE_DATE_EPOCH: now.
+set(_deb_epoch "$ENV{SOURCE_DATE_EPOCH}")
+if(_deb_epoch STREQUAL "")
+  execute_process(COMMAND git -C "${PROJECT_SOURCE_DIR}" log -1 --format=%ct OUTPUT_VARIABLE _deb_epoch
+                  OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+endif()
+if(_deb_epoch MATCHES "^[0-9]+$")
+  set(_deb_saved_epoch "$ENV{SOURCE_DATE_EPOCH}")
+  set(ENV{SOURCE_DATE_EPOCH} "${_deb_epoch}")
+  string(TIMESTAMP _deb_date "%a, %d %b %Y %H:%M:%S +0000" UTC)  # string(TIMESTAMP) reads SOURCE_DATE_EPOCH
+  set(ENV{SOURCE_DATE_EPOCH} "${_deb_saved_epoch}")
+else()
+  string(TIMESTAMP _deb_date "%a, %d %b %Y %H:%M:%S +0000" UTC)
+endif()
 foreach(_component IN LISTS CPACK_COMPONENTS_ALL)
   string(TOUPPER "${_component}" _upper)
   set(_package "${CPACK_DEBIAN_${_upper}_PACKAGE_NAME}")

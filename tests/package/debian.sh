@@ -103,6 +103,12 @@ for p in libnumaaff-dev libnumaaff-c0; do
         esac
         ! file -b "$contents/$f" | grep -q ELF || fail "$p is Multi-Arch: same but holds the binary ${f#.} in a shared directory"
     done < <(cd "$contents" && find . -type f -o -type l)
+    # Nor may a shared file depend on when it was built: the changelog has the commit's date.
+    if epoch=$(git -C "$src" log -1 --format=%ct 2>/dev/null) && [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
+        want=$(LC_ALL=C date -u -R -d "@$epoch")
+        gzip -dc "$contents/usr/share/doc/$p/changelog.Debian.gz" | grep -qF "  $want" ||
+            fail "$p's changelog is not dated $want, the last commit's: two architectures' builds would differ"
+    fi
 done
 
 # lintian: errors and warnings fail; the overrides in the packages explain what is accepted.
