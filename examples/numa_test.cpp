@@ -262,7 +262,9 @@ int main(int argc, char** argv) {
     // pool's modes against the goal, the kernel's scheduler (thread) for reference.
     numaaff_report::print_context();
     numaaff_report::print_ratio_heading();
-    for (const auto& [m, o] : outcomes) {
+    for (const auto& outcome : outcomes) {
+      const std::string& m = outcome.first;  // named, not a structured binding: clang 14 cannot capture one
+      const mode_outcome& o = outcome.second;
       const bool pool = m != "thread";
       auto line = [&](const char* what, std::size_t count) {
         const std::string label = std::string(what) + ", " + (pool ? m + " (the pool)" : "thread (the kernel's scheduler, reference)");
