@@ -160,6 +160,16 @@ SECTIONS = [
         "args": ["--test", "numa01", "--mib", "64", "--passes", "150"],
         "smoke": ["--test", "numa01", "--mib", "8", "--passes", "3"],
     },
+    # The AMR phase changes (examples/amr), as run_experiments.sh runs them: every strategy in
+    # both runtimes, the lowest share of block pages on their owner's node at the end of a
+    # phase change.
+    {
+        "name": "amr-vm",
+        "path": "examples/amr",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--timeout", "1500"],
+        "args": ["--blocks", "16", "--cells", "64", "--steps", "5", "--phases", "6"],
+        "smoke": ["--blocks", "4", "--cells", "32", "--steps", "2", "--phases", "2"],
+    },
     # Data-affine scheduling against the alternatives (tests/numa/test_tbb_numa.cpp): tasks and
     # loops on their data's node, from sched_getcpu and raw page queries.
     {

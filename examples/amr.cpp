@@ -35,6 +35,7 @@
 // owner-touch loop), place_blocks or place_on_touch end a phase below 99% local on a multi-node
 // machine.
 // On one node everything is local: run it in the VM, tests/vm/numaaff-vm -- build/.../amr.
+#include "../benchmarks/ratio_line.hpp"
 #include "amr_model.hpp"
 #include "cli.hpp"
 
@@ -245,16 +246,32 @@ bool judged(const std::string& strategy, const settings& s) {
          (strategy == "next_touch" && s.owner_touch) || (strategy == "follow_data" && s.owner_touch && s.thp != "on");
 }
 
+// One figure for the closing ratio lines (benchmarks/ratio_line.hpp), which benchmarks/report.py
+// reads: a judged strategy's worst end of a phase change against 99%, the others' as references.
+struct summary_line {
+  std::string label;
+  double percent;
+  double target;
+};
+
 // Runs every strategy on one runtime and prints the table; false if a judged strategy ended a
-// phase below 99% local.
+// phase below 99% local. Adds each strategy's lowest locality at the end of a phase change
+// (phases after the first) to `summary`.
 bool run_runtime(const std::string& name, const settings& s, const std::string& only, const team_run& team,
-                 const data_run& follow, const std::vector<node_id>& owner_node, bool csv) {
+                 const data_run& follow, const std::vector<node_id>& owner_node, bool csv, std::vector<summary_line>& summary) {
   std::vector<std::string> names;
   std::vector<std::vector<phase_result>> results;
   for (const char* st : {"first_touch", "interleave", "move_to", "next_touch", "place_blocks", "place_on_touch", "follow_data"}) {
     if (only != "all" && only != st) continue;
     names.push_back(st);
     results.push_back(run_strategy(st, s, team, follow, owner_node));
+  }
+  for (std::size_t k = 0; k < names.size() && s.phases > 1; ++k) {
+    double lowest = 1.0;
+    for (std::size_t p = 1; p < s.phases; ++p) lowest = std::min(lowest, results[k][p].after);
+    const bool ours = judged(names[k], s);
+    summary.push_back({name + ", " + names[k] + ": lowest share local at the end of a phase change" + (ours ? "" : " (reference)"),
+                       100.0 * lowest, ours ? 99.0 : 0.0});
   }
   bool ok = true;
   if (csv) {
@@ -322,6 +339,7 @@ int main(int argc, char** argv) {
                 topo.node_count(), report.kernel_release.c_str(), s.blocks, s.blocks, s.cells, s.cells, s.phases, s.steps,
                 report.placement_effective() ? "" : "; one node: everything is local, run it in the NUMA VM");
     bool ok = true;
+    std::vector<summary_line> summary;
     if (runtime != "omp") {
       numaaff::thread_pool pool;
       std::vector<node_id> owner_node(pool.worker_count());
@@ -334,7 +352,7 @@ int main(int argc, char** argv) {
       const data_run follow = [&](const grid& g, const std::function<void(std::size_t)>& body) {
         pool.parallel_for(0, g.count(), body, numaaff::dynamic_schedule{1}.following(g.data(), g.block_bytes()));
       };
-      ok = run_runtime(csv ? "pool" : "numaaff pool", s, strategy, team, follow, owner_node, csv) && ok;
+      ok = run_runtime(csv ? "pool" : "numaaff pool", s, strategy, team, follow, owner_node, csv, summary) && ok;
     }
     if (runtime != "pool") {
 #if defined(_OPENMP)
@@ -350,10 +368,15 @@ int main(int argc, char** argv) {
         for (const numaaff::index_block& b : work[static_cast<std::size_t>(omp_get_thread_num())])
           for (std::size_t i = b.first; i < b.last; ++i) body(i);
       };
-      ok = run_runtime(csv ? "omp" : "OpenMP (team bound by numaaff::openmp)", s, strategy, team, follow, plan.node, csv) && ok;
+      ok = run_runtime(csv ? "omp" : "OpenMP (team bound by numaaff::openmp)", s, strategy, team, follow, plan.node, csv, summary) && ok;
 #else
       std::printf("OpenMP runtime: not built (no OpenMP compiler support found)\n\n");
 #endif
+    }
+    if (!csv && !summary.empty()) {
+      numaaff_report::print_context();
+      numaaff_report::print_ratio_heading();
+      for (const summary_line& l : summary) numaaff_report::print_ratio_line(l.label, l.percent, "%", ">=", l.target, 1);
     }
     if (check && report.placement_effective() && !ok) {
       std::printf("check: move_to, next_touch, place_blocks, place_on_touch or follow_data ended a phase below 99%% local\n");
