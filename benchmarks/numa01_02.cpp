@@ -352,17 +352,7 @@ int main(int argc, char** argv) {
     // Targets for the strategies that place by numaaff (next_touch, pool): the last 20 passes on
     // the writer's node; the kernel's strategies are references, as are pass times (emulated in
     // the VM).
-    struct ratio_figure {
-      std::string label;
-      double value;
-      const char* unit;
-      const char* op;
-      double target;
-    };
-    std::vector<ratio_figure> ratios;
-    const auto ratio_line = [&ratios](const std::string& label, double value, const char* unit, const char* op, double target) {
-      ratios.push_back({label, value, unit, op, target});
-    };
+    std::vector<numaaff_report::ratio_figure> ratios;
     for (const char* t : {"numa01", "numa02"}) {
       if (test != "both" && test != t) continue;
       settings ts = s;
@@ -399,12 +389,12 @@ int main(int argc, char** argv) {
         recent /= static_cast<double>(tail);
         const bool ours = std::string(st) == "next_touch" || std::string(st) == "pool";
         const std::string name = std::string(t) + " " + st;
-        ratio_line(name + ": pages on the writer's node, last " + std::to_string(tail) + " passes" + (ours ? "" : " (reference)"),
-                   100.0 * recent, "%", ">=", ours ? 99.0 : 0.0);
-        ratio_line(name + ": the same, first pass (reference)", 100.0 * share(r.front()), "%", ">=", 0.0);
+        ratios.push_back({name + ": pages on the writer's node, last " + std::to_string(tail) + " passes" + (ours ? "" : " (reference)"),
+                          100.0 * recent, "%", ">=", ours ? 99.0 : 0.0, 2});
+        ratios.push_back({name + ": the same, first pass (reference)", 100.0 * share(r.front()), "%", ">=", 0.0, 2});
         if (std::string(st) == "first_touch") first_touch_pass = last;
         else if (first_touch_pass > 0)
-          ratio_line(name + ": pass time, 2nd half, / first_touch's (reference)", last / first_touch_pass, "x", "<=", 100.0);
+          ratios.push_back({name + ": pass time, 2nd half, / first_touch's (reference)", last / first_touch_pass, "x", "<=", 100.0, 2});
         char line[256];
         std::snprintf(line, sizeof line, "%s  %-15s first pass %6.1f%%  last %6.1f%%  passes to 90%%: %-10s to 99%%: %-10s  pass time (2nd half) %.3f s",
                       t, st, 100.0 * share(r.front()), 100.0 * share(r.back()), passes_to(r, 0.90).c_str(),
@@ -416,9 +406,7 @@ int main(int argc, char** argv) {
       std::printf("\nsummary (local%% = written pages on the writer's node):\n");
       for (const auto& l : summary) std::printf("  %s\n", l.c_str());
       std::printf("\n");
-      numaaff_report::print_context();
-      numaaff_report::print_ratio_heading();
-      for (const ratio_figure& r : ratios) numaaff_report::print_ratio_line(r.label, r.value, r.unit, r.op, r.target, 2);
+      numaaff_report::print_ratio_block(ratios);
     }
     return 0;
   } catch (const std::exception& e) {

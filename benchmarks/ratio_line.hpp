@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 namespace numaaff_report {
 
@@ -43,6 +44,23 @@ inline bool print_ratio_line(const std::string& label, double value, const char*
   const bool met = op[0] == '>' ? v >= b : v <= b;
   std::printf("  %-62s %9s%s  target %s %s%s  %s\n", label.c_str(), shown, unit, op, limit, unit, met ? "met" : "MISSED");
   return met;
+}
+
+/// A target's line kept for later, for a program that prints its own tables first.
+struct ratio_figure {
+  std::string label;
+  double value;
+  const char* unit;
+  const char* op;
+  double bound;
+  int decimals;
+};
+
+/// The context, the heading and the lines of `figures`, in order.
+inline void print_ratio_block(const std::vector<ratio_figure>& figures) {
+  print_context();
+  print_ratio_heading();
+  for (const ratio_figure& f : figures) print_ratio_line(f.label, f.value, f.unit, f.op, f.bound, f.decimals);
 }
 
 }  // namespace numaaff_report

@@ -246,19 +246,13 @@ bool judged(const std::string& strategy, const settings& s) {
          (strategy == "next_touch" && s.owner_touch) || (strategy == "follow_data" && s.owner_touch && s.thp != "on");
 }
 
-// One figure for the closing ratio lines (benchmarks/ratio_line.hpp), which benchmarks/report.py
-// reads: a judged strategy's worst end of a phase change against 99%, the others' as references.
-struct summary_line {
-  std::string label;
-  double percent;
-  double target;
-};
-
 // Runs every strategy on one runtime and prints the table; false if a judged strategy ended a
 // phase below 99% local. Adds each strategy's lowest locality at the end of a phase change
-// (phases after the first) to `summary`.
+// (phases after the first) to `summary`, as the closing ratio lines that benchmarks/report.py
+// reads: a judged strategy's against 99%, the others' as references.
 bool run_runtime(const std::string& name, const settings& s, const std::string& only, const team_run& team,
-                 const data_run& follow, const std::vector<node_id>& owner_node, bool csv, std::vector<summary_line>& summary) {
+                 const data_run& follow, const std::vector<node_id>& owner_node, bool csv,
+                 std::vector<numaaff_report::ratio_figure>& summary) {
   std::vector<std::string> names;
   std::vector<std::vector<phase_result>> results;
   for (const char* st : {"first_touch", "interleave", "move_to", "next_touch", "place_blocks", "place_on_touch", "follow_data"}) {
@@ -271,7 +265,7 @@ bool run_runtime(const std::string& name, const settings& s, const std::string& 
     for (std::size_t p = 1; p < s.phases; ++p) lowest = std::min(lowest, results[k][p].after);
     const bool ours = judged(names[k], s);
     summary.push_back({name + ", " + names[k] + ": lowest share local at the end of a phase change" + (ours ? "" : " (reference)"),
-                       100.0 * lowest, ours ? 99.0 : 0.0});
+                       100.0 * lowest, "%", ">=", ours ? 99.0 : 0.0, 1});
   }
   bool ok = true;
   if (csv) {
@@ -339,7 +333,7 @@ int main(int argc, char** argv) {
                 topo.node_count(), report.kernel_release.c_str(), s.blocks, s.blocks, s.cells, s.cells, s.phases, s.steps,
                 report.placement_effective() ? "" : "; one node: everything is local, run it in the NUMA VM");
     bool ok = true;
-    std::vector<summary_line> summary;
+    std::vector<numaaff_report::ratio_figure> summary;
     if (runtime != "omp") {
       numaaff::thread_pool pool;
       std::vector<node_id> owner_node(pool.worker_count());
@@ -373,11 +367,7 @@ int main(int argc, char** argv) {
       std::printf("OpenMP runtime: not built (no OpenMP compiler support found)\n\n");
 #endif
     }
-    if (!csv && !summary.empty()) {
-      numaaff_report::print_context();
-      numaaff_report::print_ratio_heading();
-      for (const summary_line& l : summary) numaaff_report::print_ratio_line(l.label, l.percent, "%", ">=", l.target, 1);
-    }
+    if (!csv && !summary.empty()) numaaff_report::print_ratio_block(summary);
     if (check && report.placement_effective() && !ok) {
       std::printf("check: move_to, next_touch, place_blocks, place_on_touch or follow_data ended a phase below 99%% local\n");
       return 1;
