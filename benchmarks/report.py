@@ -46,11 +46,13 @@ REPS = ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=tru
 
 # name: the README marker and the binary in <build>/benchmarks (or binary: its name there, or
 # path: a program elsewhere in the build that prints its ratios as the benchmarks do, started
-# by launcher, a command such as mpirun, where one is given; optional: a section whose program
-# a build may lack (MPI, LAPACKE) or whose launcher is not installed is skipped, and says so); args:
-# the measured command's arguments; variants: (column, environment) pairs, each run as its own
-# command; smoke: the arguments of CI's quick run (tiny times, a filter), which checks the
-# shape, not the figures.
+# by launcher, a command such as mpirun, where one is given; or script: a program of the
+# repository itself; optional: a section whose program a build may lack (MPI, LAPACKE) or whose
+# launcher is not installed is skipped, and says so); args: the measured command's arguments;
+# variants: (column, environment[, more arguments]) tuples, each run as its own command; vm: the
+# guest (tests/vm/numaaff-vm's options) the program is run in; guests: a program that boots
+# guests itself (both run only with --vm or --only); smoke: the arguments of CI's quick run (tiny
+# times, a filter), which checks the shape, not the figures.
 SECTIONS = [
     {
         "name": "bench_allocator",
@@ -170,6 +172,38 @@ SECTIONS = [
         "args": ["--blocks", "16", "--cells", "64", "--steps", "5", "--phases", "6"],
         "smoke": ["--blocks", "4", "--cells", "32", "--steps", "2", "--phases", "2"],
     },
+    # The AMR phase changes with transparent huge pages off and on (pool, 8 x 8 blocks): where
+    # each strategy ends, and what its phase changes cost against move_to's.
+    {
+        "name": "amr-thp-vm",
+        "path": "examples/amr",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "args": ["--blocks", "8", "--cells", "64", "--steps", "3", "--phases", "4", "--runtime", "pool"],
+        "variants": [("THP off", {}, ["--thp", "off"]), ("THP on", {}, ["--thp", "on"])],
+        "smoke": ["--blocks", "4", "--cells", "32", "--steps", "2", "--phases", "3", "--runtime", "pool"],
+    },
+    # Plain next touch with no owner-touch loop (the first toucher is whoever reads a halo edge
+    # first), by chunk: one array per chunk, a number of pages, the default, adaptive claims.
+    {
+        "name": "amr-chunk-vm",
+        "path": "examples/amr",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "args": ["--blocks", "8", "--cells", "64", "--steps", "3", "--phases", "4", "--runtime", "pool", "--thp", "off",
+                 "--no-owner-touch", "--strategy", "next_touch"],
+        "variants": [(chunk, {}, ["--nt-chunk", chunk]) for chunk in ("array", "4", "8", "16", "32", "64", "default", "adaptive")],
+        "smoke": ["--blocks", "4", "--cells", "32", "--steps", "2", "--phases", "2", "--runtime", "pool",
+                  "--no-owner-touch", "--strategy", "next_touch"],
+    },
+    # The data-following loop, with the pool's default distance stealing and without cross-node
+    # helping (NUMAAFF_STEAL=local; OpenMP's column is the same program either way).
+    {
+        "name": "follow_data-vm",
+        "path": "examples/amr",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "args": ["--blocks", "16", "--cells", "64", "--steps", "5", "--phases", "6", "--strategy", "follow_data", "--check"],
+        "variants": [("distance stealing", {}), ("NUMAAFF_STEAL=local", {"NUMAAFF_STEAL": "local"})],
+        "smoke": ["--blocks", "4", "--cells", "32", "--steps", "2", "--phases", "2", "--strategy", "follow_data"],
+    },
     # Data-affine scheduling against the alternatives (tests/numa/test_tbb_numa.cpp): tasks and
     # loops on their data's node, from sched_getcpu and raw page queries.
     {
@@ -215,6 +249,23 @@ SECTIONS = [
         "args": [],
         "smoke": ["--quick"],
     },
+    # The chunk-size sweep behind next touch's default (16 MiB there and back, real migrations).
+    {
+        "name": "bench_next_touch_chunk-vm",
+        "binary": "bench_next_touch",
+        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1800"],
+        "args": ["--benchmark_filter=^bm_next_touch_chunk/16/", "--benchmark_min_time=0.05", "--benchmark_repetitions=3",
+                 "--benchmark_report_aggregates_only=true"],
+        "smoke": ["--benchmark_filter=^bm_next_touch_chunk/16/(1|128)/", "--benchmark_min_time=0.01"],
+    },
+    # The rig itself: what booting one guest costs (tests/vm/startup-time boots them).
+    {
+        "name": "vm-startup",
+        "script": "tests/vm/startup-time",
+        "guests": True,
+        "args": [],
+        "smoke": ["--boots", "1"],
+    },
     {
         "name": "numaaff-bench-vm",
         "path": "tools/numaaff-bench",
@@ -230,8 +281,8 @@ SECTIONS = [
     },
 ]
 
-RATIO = re.compile(r"^\s+(?P<label>.*?)\s+(?P<value>-?[0-9.]+)(?P<unit>x|ns|%)\s+target (?P<op>>=|<=) "
-                   r"(?P<target>[0-9.]+)(?:x|ns|%)\s+(?P<verdict>met|MISSED)\s*$")
+RATIO = re.compile(r"^\s+(?P<label>.*?)\s+(?P<value>-?[0-9.]+)(?P<unit>x|ns|ms|%)\s+target (?P<op>>=|<=) "
+                   r"(?P<target>[0-9.]+)(?:x|ns|ms|%)\s+(?P<verdict>met|MISSED)\s*$")
 CONTEXT = re.compile(r"^numaaff benchmark on (.*)$")
 
 
@@ -308,7 +359,8 @@ def command_line(env, argv, build):
 def run_section(section, build, runs, smoke):
     """Runs every variant `runs` times; returns (commands, contexts, {variant: [ratios per run]}),
     or None for an optional section that cannot run here."""
-    binary = os.path.join(build, section.get("path", os.path.join("benchmarks", section.get("binary", section["name"]))))
+    binary = (os.path.join(ROOT, section["script"]) if "script" in section else
+              os.path.join(build, section.get("path", os.path.join("benchmarks", section.get("binary", section["name"])))))
     launcher = section.get("launcher", [])
     missing = (f"{binary} is not built" if not os.access(binary, os.X_OK)
                else f"{launcher[0]} is not installed" if launcher and shutil.which(launcher[0]) is None else None)
@@ -317,17 +369,19 @@ def run_section(section, build, runs, smoke):
         return None
     if missing:
         raise SystemExit(f"report.py: {missing}")
-    # A program that is not a Google Benchmark binary (path) takes no benchmark flags.
-    args = (section["smoke"] + ([] if "path" in section else ["--benchmark_color=false"])) if smoke else section["args"]
-    variants = section.get("variants", [("", {})])
-    commands, contexts, results = [], set(), {name: [] for name, _ in variants}
+    # A program that is not a Google Benchmark binary (path, script) takes no benchmark flags.
+    google = "path" not in section and "script" not in section
+    args = (section["smoke"] + (["--benchmark_color=false"] if google else [])) if smoke else section["args"]
+    variants = [tuple(v) + ((),) * (3 - len(v)) for v in section.get("variants", [("", {})])]
+    commands, contexts, results = [], set(), {name: [] for name, _, _ in variants}
     for _ in range(runs):
-        for name, extra in variants:
+        for name, extra, more in variants:
             env_extra = {k: v.format(build=build) for k, v in extra.items()}
-            argv = launcher + [binary] + args
+            argv = launcher + [binary] + args + list(more)
             if "vm" in section:  # the binary is copied into the guest and run by name there
                 argv = ([os.path.join(ROOT, "tests", "vm", "numaaff-vm")] + section["vm"] + ["--add", binary]
-                        + [a for k, v in env_extra.items() for a in ("--env", f"{k}={v}")] + ["--", os.path.basename(binary)] + args)
+                        + [a for k, v in env_extra.items() for a in ("--env", f"{k}={v}")] + ["--", os.path.basename(binary)]
+                        + args + list(more))
                 env_extra = {}
             if len(commands) < len(variants):
                 commands.append(command_line(env_extra, argv, build))
@@ -347,14 +401,14 @@ def run_section(section, build, runs, smoke):
 def cell(values, unit, baselines=None):
     """Every run's figure, in the order they ran: the spread is part of the figure. A cost
     whose target is the baseline's own cost in that run shows both: "numaaff's vs the baseline's"."""
-    fmt = {"ns": "{:.0f} ns", "%": "{:.0f}%"}.get(unit, "{:.2f}x")
+    fmt = {"ns": "{:.0f} ns", "ms": "{:.0f} ms", "%": "{:.0f}%"}.get(unit, "{:.2f}x")
     if baselines:
         return ", ".join(f"{fmt.format(v)} vs {fmt.format(b)}" for v, b in zip(values, baselines))
     return ", ".join(fmt.format(v) for v in values)
 
 
 def render(section, commands, contexts, results, runs, before):
-    variants = [name for name, _ in section.get("variants", [("", {})])]
+    variants = [v[0] for v in section.get("variants", [("", {})])]
     keys, targets, seen_targets = [], {}, {}
     for name in variants:
         for ratios in results[name]:
@@ -431,7 +485,7 @@ def main():
     for section in SECTIONS:
         if opts.only and section["name"] not in opts.only:
             continue
-        if "vm" in section and not (opts.vm or section["name"] in opts.only):
+        if ("vm" in section or section.get("guests")) and not (opts.vm or section["name"] in opts.only):
             continue
         before = {"load": load(), "busiest": busiest_other_process()}
         print(f"report.py: {section['name']} ({opts.runs} run(s); load {before['load']})", flush=True)

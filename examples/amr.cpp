@@ -260,12 +260,34 @@ bool run_runtime(const std::string& name, const settings& s, const std::string& 
     names.push_back(st);
     results.push_back(run_strategy(st, s, team, follow, owner_node));
   }
+  // The mean time of the phases after the first (each begins with a phase change).
+  const auto changes_time = [&](std::size_t k, std::size_t from_phase) {
+    double sum = 0.0;
+    for (std::size_t p = from_phase; p < s.phases; ++p) sum += results[k][p].seconds;
+    return sum / static_cast<double>(s.phases - from_phase);
+  };
+  const auto index_of = [&](const char* st) {
+    return static_cast<std::size_t>(std::find(names.begin(), names.end(), st) - names.begin());
+  };
   for (std::size_t k = 0; k < names.size() && s.phases > 1; ++k) {
-    double lowest = 1.0;
-    for (std::size_t p = 1; p < s.phases; ++p) lowest = std::min(lowest, results[k][p].after);
+    double lowest = 1.0, lowest_ran = 1.0;
+    for (std::size_t p = 1; p < s.phases; ++p) {
+      lowest = std::min(lowest, results[k][p].after);
+      lowest_ran = std::min(lowest_ran, results[k][p].ran);
+    }
     const bool ours = judged(names[k], s);
     summary.push_back({name + ", " + names[k] + ": lowest share local at the end of a phase change" + (ours ? "" : " (reference)"),
                        100.0 * lowest, "%", ">=", ours ? 99.0 : 0.0, 1});
+    if (names[k] == "follow_data")
+      summary.push_back({name + ", follow_data: lowest share of block pages on the node that ran them (reference)",
+                         100.0 * lowest_ran, "%", ">=", 0.0, 1});
+    const std::size_t m = index_of("move_to");
+    if (m < names.size() && k != m && (names[k] == "next_touch" || names[k] == "place_blocks" || names[k] == "place_on_touch"))
+      summary.push_back({name + ", " + names[k] + ": phase time vs move_to's, mean of the phase changes (reference)",
+                         changes_time(k, 1) / changes_time(m, 1), "x", ">=", 0.0, 2});
+    if (names[k] == "move_to" && s.phases > 2)
+      summary.push_back({name + ", move_to: first phase change's time vs the later ones' mean (reference)",
+                         results[k][1].seconds / changes_time(k, 2), "x", ">=", 0.0, 2});
   }
   bool ok = true;
   if (csv) {
