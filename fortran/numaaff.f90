@@ -26,7 +26,7 @@ module numaaff
   implicit none
   private
   public :: numaaff_move_result, numaaff_next_touch_stats, numaaff_keep, numaaff_node_counters, numaaff_snapshot, &
-    numaaff_process_counters, numaaff_snapshot_process, numaaff_snapshot_steals
+    numaaff_process_counters, numaaff_snapshot_process, numaaff_snapshot_steals, numaaff_snapshot_heap, numaaff_heap_kinds
   public :: numaaff_node_count, numaaff_nodes, numaaff_cpu_nodes, numaaff_current_node, numaaff_distance
   public :: numaaff_cpus_of
   public :: numaaff_pin_thread, numaaff_set_homenode, numaaff_homenode, numaaff_team_node
@@ -90,6 +90,7 @@ module numaaff
   integer(c_int), parameter :: numaaff_kind_target_node = 0, numaaff_kind_target_local = 1
   integer(c_int), parameter :: numaaff_kind_target_interleave = 2, numaaff_kind_target_fastest = 3
   integer(c_int), parameter :: numaaff_kind_target_capacity = 4
+  integer(c_int), parameter :: numaaff_heap_kinds = 5  ! NUMAAFF_HEAP_KINDS: rows of numaaff_snapshot_heap
   integer(c_int), parameter :: numaaff_kind_preferred = 1, numaaff_kind_pages_default = 0
   integer(c_int), parameter :: numaaff_kind_pages_no_huge = 16, numaaff_kind_pages_thp = 32
   integer(c_int), parameter :: numaaff_kind_pages_huge_2mb = 64, numaaff_kind_pages_huge_1gb = 128
@@ -336,6 +337,14 @@ module numaaff
       import :: c_int, c_long_long, c_size_t
       integer(c_long_long), value :: pid
       integer(c_long_long), intent(out) :: steals(*)
+      integer(c_size_t), value :: max_cells
+      integer(c_size_t), intent(out) :: node_count
+    end function
+    ! bytes(t + 1, i): what the i-th node holds for kind target t (numaaff_kind_target_*)
+    integer(c_int) function numaaff_snapshot_heap(pid, bytes, max_cells, node_count) bind(C, name="numaaff_snapshot_heap")
+      import :: c_int, c_long_long, c_size_t
+      integer(c_long_long), value :: pid
+      integer(c_long_long), intent(out) :: bytes(*)
       integer(c_size_t), value :: max_cells
       integer(c_size_t), intent(out) :: node_count
     end function

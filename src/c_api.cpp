@@ -483,6 +483,27 @@ int numaaff_snapshot_steals(long long pid, unsigned long long* steals, size_t ma
   return thrown != 0 ? thrown : error;
 }
 
+int numaaff_snapshot_heap(long long pid, unsigned long long* bytes, size_t max_cells, size_t* node_count) noexcept {
+  if (node_count == nullptr || (bytes == nullptr && max_cells != 0) || pid < 0) return EINVAL;
+  static_assert(NUMAAFF_HEAP_KINDS == numaaff::detail::heap_kind_count && NUMAAFF_KIND_TARGET_NODE == 0 &&
+                    NUMAAFF_KIND_TARGET_LOCAL == 1 && NUMAAFF_KIND_TARGET_INTERLEAVE == 2 && NUMAAFF_KIND_TARGET_FASTEST == 3 &&
+                    NUMAAFF_KIND_TARGET_CAPACITY == 4,
+                "a row is heap_by_kind in the C kind targets' order");
+  int error = 0;
+  const int thrown = guarded([&] {
+    numaaff::counter_snapshot s;
+    if ((error = read_snapshot(pid, s)) != 0) return;
+    *node_count = s.nodes.size();
+    std::size_t cell = 0;
+    for (const numaaff::node_counters& n : s.nodes) {
+      const numaaff::node_counters::heap_kinds& k = n.heap_by_kind;
+      for (const std::uint64_t b : {k.node, k.local, k.interleave, k.fastest, k.capacity})
+        if (cell < max_cells) bytes[cell++] = b;
+    }
+  });
+  return thrown != 0 ? thrown : error;
+}
+
 int numaaff_system_report(char* text, size_t capacity, size_t* length) noexcept {
   if (text == nullptr && capacity != 0) return EINVAL;
   return guarded([&] {

@@ -210,6 +210,60 @@ TEST(Counters, HeapBytesFollowLargeBlocksOfANode) {
   EXPECT_EQ(row_of(c, n).heap_bound_bytes, row_of(a, n).heap_bound_bytes);
 }
 
+// Each kind's bytes count apart, and every byte for exactly one kind: a large block of each
+// kind adds its length to its own kind's count and to no other kind's, and the kinds add up to
+// the bound and preferred bytes on every node.
+TEST(Counters, HeapBytesAreCountedByTheKindTheBlockWasAskedForAs) {
+  using kinds = numaaff::node_counters::heap_kinds;
+  const std::vector<std::uint64_t kinds::*> fields = {&kinds::node, &kinds::local, &kinds::interleave, &kinds::fastest,
+                                                      &kinds::capacity};
+  // Each kind's bytes over all nodes (where local or capacity resolves may change between calls).
+  const auto totals = [&](const numaaff::counter_snapshot& s) {
+    std::vector<std::uint64_t> t(fields.size(), 0);
+    for (const numaaff::node_counters& r : s.nodes) {
+      for (std::size_t f = 0; f < fields.size(); ++f) t[f] += r.heap_by_kind.*fields[f];
+      const kinds& h = r.heap_by_kind;
+      EXPECT_EQ(h.node + h.local + h.interleave + h.fastest + h.capacity, r.heap_bound_bytes + r.heap_preferred_bytes)
+          << "node " << r.node << ": every byte counts for one kind";
+    }
+    return t;
+  };
+  constexpr std::size_t bytes = std::size_t{16} << 20;  // above the sizes whose pages are kept
+  const std::vector<std::pair<numaaff::kind, std::size_t>> cases = {
+      {numaaff::kind::on_node(numaaff::current_node()), 0}, {numaaff::kind::local(), 1}, {numaaff::kind::interleave(), 2},
+      {numaaff::kind::fastest(), 3}, {numaaff::kind::capacity(), 4}};
+  for (const auto& c : cases) {
+    const std::vector<std::uint64_t> before = totals(numaaff::snapshot());
+    void* p = numaaff::allocate(c.first, bytes);
+    const std::vector<std::uint64_t> after = totals(numaaff::snapshot());
+    for (std::size_t f = 0; f < fields.size(); ++f)
+      EXPECT_EQ(after[f] - before[f], f == c.second ? bytes : 0) << "a block of kind " << c.second << ", count " << f;
+    numaaff::deallocate(p);
+    EXPECT_EQ(totals(numaaff::snapshot()), before) << "its free gives back what it counted";
+  }
+}
+
+// Small blocks of two kinds never share a slab, and so a page, even when both kinds resolve
+// to the same node (a local block and an on_node block of the caller's node): otherwise a
+// slab's bytes could not count for one kind, and one kind's page would hold another's data.
+TEST(Counters, SmallBlocksOfDifferentKindsNeverShareASlab) {
+  const numaaff::node_id n = numaaff::current_node();
+  const std::vector<numaaff::kind> all = {numaaff::kind::on_node(n), numaaff::kind::local(), numaaff::kind::interleave(),
+                                          numaaff::kind::fastest(), numaaff::kind::capacity(),
+                                          numaaff::kind::on_node(n).preferred(), numaaff::kind::local().preferred()};
+  std::vector<std::uintptr_t> slabs;
+  std::vector<void*> blocks;
+  for (const numaaff::kind& k : all) {
+    void* p = numaaff::allocate(k, 64);
+    blocks.push_back(p);
+    slabs.push_back(reinterpret_cast<std::uintptr_t>(p) / numaaff::detail::slab_size);
+  }
+  for (std::size_t i = 0; i < all.size(); ++i)
+    for (std::size_t j = i + 1; j < all.size(); ++j)
+      EXPECT_NE(slabs[i], slabs[j]) << "kinds " << i << " and " << j << " share a slab";
+  for (void* p : blocks) numaaff::deallocate(p);
+}
+
 // A large interleaved block counts for the nodes its pages go to once its policy is set, and
 // only then (spread_large), so no figure of a live block is ever taken back: while the test
 // only allocates, a reader polling all along must never see any node's heap bytes go down. A
@@ -494,7 +548,8 @@ TEST_F(HostileSegment, OtherWritersOfTheSameVersionAreReadByTheSizesTheyGive) {
   using namespace numaaff::detail::image;
   const std::uint64_t nodes = image_[h_node_count];
   ASSERT_GT(nodes, 0u);
-  for (const std::uint64_t nw : {std::uint64_t{node_words} + 2, std::uint64_t{first_node_words}}) {
+  // Longer rows; the first rows (18 words); rows of 19, from before the heap's kinds.
+  for (const std::uint64_t nw : {std::uint64_t{node_words} + 2, std::uint64_t{first_node_words}, std::uint64_t{n_heap_kind_bytes}}) {
     SCOPED_TRACE("node rows of " + std::to_string(nw) + " words");
     const std::vector<std::uint64_t> other = relaid_image(image_, nw > node_words ? 3 : 0, nw > node_words ? 5 : 0, nw);
     write_bytes(other.data(), other.size() * 8);
@@ -513,6 +568,10 @@ TEST_F(HostileSegment, OtherWritersOfTheSameVersionAreReadByTheSizesTheyGive) {
       EXPECT_EQ(n.next_touch_chunks, base + n_nt_chunks);
       EXPECT_EQ(n.heap_preferred_bytes, base + n_heap_preferred_bytes);
       EXPECT_EQ(n.next_touch_faults, nw > n_nt_faults ? base + n_nt_faults : 0);
+      const std::uint64_t kinds = n_heap_kind_bytes;
+      EXPECT_EQ(n.heap_by_kind.node, nw > kinds ? base + kinds : 0);
+      EXPECT_EQ(n.heap_by_kind.interleave, nw > kinds + 2 ? base + kinds + 2 : 0);
+      EXPECT_EQ(n.heap_by_kind.capacity, nw > kinds + 4 ? base + kinds + 4 : 0);
     }
     if (other[h_steals_offset] != 0) {
       ASSERT_EQ(s.steals.size(), nodes * nodes);

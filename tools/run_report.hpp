@@ -50,7 +50,9 @@ inline std::string json_nodes(const report_sample& s) {
          json_u("next_touch_pages_failed", r.next_touch_pages_failed) + json_u("pages_moved", r.pages_moved) +
          json_u("move_pages_not_moved", r.pages_not_moved) + json_u("pages_not_moved", r.pages_not_moved + r.next_touch_pages_failed) +
          json_u("heap_bound_bytes", r.heap_bound_bytes) + json_u("heap_preferred_bytes", r.heap_preferred_bytes) +
-         json_u("heap_bytes", r.heap_bound_bytes + r.heap_preferred_bytes) +
+         json_u("heap_bytes", r.heap_bound_bytes + r.heap_preferred_bytes) + json_u("heap_node_bytes", r.heap_by_kind.node) +
+         json_u("heap_local_bytes", r.heap_by_kind.local) + json_u("heap_interleave_bytes", r.heap_by_kind.interleave) +
+         json_u("heap_fastest_bytes", r.heap_by_kind.fastest) + json_u("heap_capacity_bytes", r.heap_by_kind.capacity) +
          json_u("process_bytes", m != s.memory.end() ? m->second : 0) + "}";
     first = false;
   }

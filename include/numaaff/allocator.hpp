@@ -118,9 +118,15 @@ static_assert(static_cast<int>(huge_page_mode::per_block) == static_cast<int>(de
                   static_cast<int>(huge_page_mode::reserved_1gib) == static_cast<int>(detail::huge_page_mode::reserved_1gib),
               "the arena's huge-page modes mirror the public ones");
 
-/// The arena's form of the public options.
-inline placement_options placement_of(const alloc_options& o) noexcept {
-  return {o.strict, o.populate, static_cast<detail::huge_page_mode>(o.huge_pages)};
+/// The arena's form of the public options, for blocks asked for as `kind` (its slabs and its
+/// counters).
+inline placement_options placement_of(const alloc_options& o, heap_kind kind = heap_kind::node) noexcept {
+  placement_options p;
+  p.strict = o.strict;
+  p.populate = o.populate;
+  p.huge_pages = static_cast<detail::huge_page_mode>(o.huge_pages);
+  p.kind = kind;
+  return p;
 }
 
 /// Frees a block allocated with options `o` (any allocator or resource of this header).
@@ -210,11 +216,12 @@ struct interleave_access {
 /// MPOL_MF_MOVE). Its bytes are counted once, where its pages go (spread_large).
 inline placement_options interleaved_mapping(const alloc_options& o) noexcept {
   using mode = numaaff::huge_page_mode;
-  return {false, false, o.huge_pages == mode::always ? huge_page_mode::always : huge_page_mode::never, false, false};
+  return {false, false, o.huge_pages == mode::always ? huge_page_mode::always : huge_page_mode::never, false, false,
+          heap_kind::interleave};
 }
 
 inline void* interleave_allocate(interleave_state& s, std::size_t bytes, std::size_t align) {
-  if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), s.options);
+  if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), placement_of(s.options, heap_kind::interleave));
   // A large block: map it on the first node, then interleave its pages over all of them.
   const std::vector<node_weight> weights = s.weights.empty() ? std::vector<node_weight>{} : s.weight_list();
   void* p = allocate_or_throw(bytes, align, s.nodes.front(), interleaved_mapping(s.options));
@@ -487,7 +494,8 @@ class local_allocator {
 
   T* allocate(std::size_t n) {
     if (n > std::numeric_limits<std::size_t>::max() / sizeof(T)) detail::throw_bad_array_new_length();
-    return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), detail::local_node(), alloc_options{}));
+    return static_cast<T*>(detail::allocate_or_throw(n * sizeof(T), alignof(T), detail::local_node(),
+                                                     detail::placement_of(alloc_options{}, detail::heap_kind::local)));
   }
   void deallocate(T* p, std::size_t n) noexcept { detail::release_block(p, n * sizeof(T), alignof(T), alloc_options{}); }
 
@@ -521,7 +529,8 @@ inline alloc_options tier_options(std::size_t bytes, std::size_t align) noexcept
  */
 inline void* tier_allocate(memory_attribute tier, std::size_t bytes, std::size_t align) {
   const std::vector<node_id>& order = tier_order_here(tier);
-  const alloc_options o = tier_options(bytes, align);
+  const alloc_options options = tier_options(bytes, align);
+  placement_options o = placement_of(options, tier == memory_attribute::capacity ? heap_kind::capacity : heap_kind::fastest);
   if (is_small(bytes, align)) {
     const auto roomy = std::find_if(order.begin(), order.end(), [](node_id n) { return node_room(n) >= 2 * slab_size; });
     const node_id n = roomy != order.end() ? *roomy : order.front();
@@ -534,6 +543,19 @@ inline void* tier_allocate(memory_attribute tier, std::size_t bytes, std::size_t
   std::vector<std::vector<unsigned long>> masks(plan.size());  // before the mapping: nothing to leak
   std::string why;
   for (std::size_t i = 1; i < plan.size(); ++i) make_mask({plan[i].node}, masks[i], why);
+  // Its bytes count for each segment's node (the live counters), once the segments are placed.
+  arena_table::spread over;
+  try {
+    for (std::size_t i = 0; i < plan.size(); ++i) {
+      const node_id n = i == 0 || masks[i].empty() ? plan.front().node : plan[i].node;  // no mask: the first node's policy
+      const auto e = std::find_if(over.begin(), over.end(), [&](const auto& w) { return w.first == n; });
+      if (e == over.end()) over.emplace_back(n, plan[i].bytes);
+      else e->second += plan[i].bytes;
+    }
+  } catch (...) {
+    over.clear();  // no memory for the record: counted where it was mapped
+  }
+  o.counted_when_mapped = over.size() < 2;
   void* p = allocate_or_throw(bytes, align, plan.front().node, o);
   std::size_t at = plan.front().bytes;
   failed_call = sys::count_;
@@ -547,6 +569,7 @@ inline void* tier_allocate(memory_attribute tier, std::size_t bytes, std::size_t
     if (ec == std::errc::not_enough_memory) throw_bad_alloc();  // out of mappings
     throw_failure(ec, "mbind");
   }
+  if (!o.counted_when_mapped) spread_large(p, std::move(over));
   for (const tier_segment& s : plan) node_room_take(s.node, s.bytes);
   return p;
 }
@@ -659,7 +682,7 @@ class interleave_resource final : public std::pmr::memory_resource {
 class local_resource final : public std::pmr::memory_resource {
  private:
   void* do_allocate(std::size_t bytes, std::size_t align) override {
-    return detail::allocate_or_throw(bytes, align, detail::local_node(), alloc_options{});
+    return detail::allocate_or_throw(bytes, align, detail::local_node(), detail::placement_of(alloc_options{}, detail::heap_kind::local));
   }
   void do_deallocate(void* p, std::size_t bytes, std::size_t align) override {
     detail::release_block(p, bytes, align, alloc_options{});

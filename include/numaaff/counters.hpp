@@ -46,8 +46,13 @@
  * heap's slabs for small blocks, mapped for the process's life, and its live large blocks; an
  * interleaved block counts on each node it is interleaved over, by weight),
  * 18 next-touch faults handled for threads running on the node (the thread that opened a
- * chunk, and each fault of one that touched it meanwhile and waited; added after the format's
- * first rows: rows of 18 words are read with it as 0).
+ * chunk, and each fault of one that touched it meanwhile and waited), 19-23 the heap's bytes
+ * of words 16 and 17 by the kind its blocks were asked for as: on a node, local, interleave,
+ * fastest, capacity (kind::target's order; the allocators of allocator.hpp count as the kind
+ * they place like: node_allocator as on a node, local_allocator as local, interleave_allocator
+ * as interleave, tier_allocator as capacity for memory_attribute::capacity, else as fastest).
+ * Words 18-23 came after the format's first rows: a row of 18 words is read with them as 0,
+ * one of 19 with 19-23 as 0.
  * Steal matrix: word [t * N + v] counts tasks workers of node row t took from node row v.
  * Versions add words at the end of each part (a reader uses the sizes of the header, not its
  * own); any other change gets a new version number, which an older reader refuses.
@@ -96,6 +101,12 @@ struct node_counters {
   /// process's life, and its live large blocks (an interleaved one for its share of each node).
   std::uint64_t heap_bound_bytes = 0;
   std::uint64_t heap_preferred_bytes = 0;  ///< the same, preferring the node
+  /// heap_bound_bytes + heap_preferred_bytes by the kind the blocks were asked for as (see the
+  /// format's words 19-23 for the allocators' kinds). Small blocks of different kinds never
+  /// share a slab, so every byte counts for exactly one kind.
+  struct heap_kinds {
+    std::uint64_t node = 0, local = 0, interleave = 0, fastest = 0, capacity = 0;
+  } heap_by_kind;
   /// Next-touch faults handled for threads running on the node: the thread that opened a
   /// chunk, and each fault of a thread that touched it meanwhile and waited (a waiter may
   /// fault again before the chunk is open): next_touch_stats().faults, per node.
@@ -179,7 +190,14 @@ inline counter_snapshot snapshot_of(const parsed_image& m) {
     n.pages_not_moved = r[n_pages_not_moved];
     n.heap_bound_bytes = r[n_heap_bound_bytes];
     n.heap_preferred_bytes = r[n_heap_preferred_bytes];
-    n.next_touch_faults = m.node_stride > n_nt_faults ? r[n_nt_faults] : 0;  // an older writer's row has no such word
+    // An older writer's row may end before these words: they read as 0.
+    const auto word = [&](std::size_t w) { return m.node_stride > w ? r[w] : 0; };
+    n.next_touch_faults = word(n_nt_faults);
+    n.heap_by_kind.node = word(n_heap_kind_bytes + static_cast<std::size_t>(heap_kind::node));
+    n.heap_by_kind.local = word(n_heap_kind_bytes + static_cast<std::size_t>(heap_kind::local));
+    n.heap_by_kind.interleave = word(n_heap_kind_bytes + static_cast<std::size_t>(heap_kind::interleave));
+    n.heap_by_kind.fastest = word(n_heap_kind_bytes + static_cast<std::size_t>(heap_kind::fastest));
+    n.heap_by_kind.capacity = word(n_heap_kind_bytes + static_cast<std::size_t>(heap_kind::capacity));
     s.nodes.push_back(n);
   }
   if (m.steals != nullptr) s.steals.assign(m.steals, m.steals + m.node_count * m.node_count);

@@ -28,18 +28,18 @@
  * another node's pool, else ordinary pages, counted in refusal_stats(); not for interleave).
  *
  * One heap holds every kind: the slabs of allocator.hpp (256 KiB, bound to one node, one
- * family per strictness, a per-thread cache) for blocks up to 32 KiB, a mapping of its own for
+ * family per kind and strictness, a per-thread cache) for blocks up to 32 KiB, a mapping of its own for
  * larger ones. Memory goes back to the system: a slab whose blocks are all free gives its pages
- * back (but one per node, strictness and class, and the slabs of blocks held in thread caches),
+ * back (but one per node, kind, strictness and class, and the slabs of blocks held in thread caches),
  * and a freed large block below the huge page size keeps its pages for the next large block of
  * its node and strictness (32 MiB at most, unmapped once unused for a second, at the next large
  * allocation or free; never after numaaff changed its placement: a block must be freed with
  * the placement and protections it was given). reallocate() to the same kind resizes a large
  * block without copying it where it can. So `deallocate(p)` needs no size and no kind, any
  * thread may free any block, and a double free or a pointer the heap did not give aborts with a
- * message, as with allocate_on_node. Blocks of a node kind and of local share the slabs of the
- * node they resolve to (local is on_node of that node), as do the small blocks interleave puts
- * there.
+ * message, as with allocate_on_node. Small blocks of different kinds never share a slab, and
+ * so a page, even on one node (a local block and an on_node block of the node it resolves to
+ * included): each kind's bytes per node are counted apart (node_counters::heap_by_kind).
  * A small block of a node or local kind found in the thread's cache takes no lock, no system
  * call and no exception path (kind_cached_block); everything else goes the full way.
  *
@@ -134,6 +134,14 @@ class kind {
 
 namespace detail {
 
+static_assert(static_cast<int>(kind::target::node) == static_cast<int>(heap_kind::node) &&
+                  static_cast<int>(kind::target::local) == static_cast<int>(heap_kind::local) &&
+                  static_cast<int>(kind::target::interleave) == static_cast<int>(heap_kind::interleave) &&
+                  static_cast<int>(kind::target::fastest) == static_cast<int>(heap_kind::fastest) &&
+                  static_cast<int>(kind::target::capacity) == static_cast<int>(heap_kind::capacity),
+              "the heap's kinds mirror kind::target");
+inline constexpr heap_kind heap_kind_of(kind::target t) noexcept { return static_cast<heap_kind>(t); }
+
 /// The memory tier of a fastest or capacity kind.
 inline memory_attribute tier_of(const kind& k) noexcept {
   return k.where() == kind::target::fastest ? memory_attribute::bandwidth : memory_attribute::capacity;
@@ -177,7 +185,7 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
     if (s.options == o) return interleave_allocate(s, bytes, align);
     // Other options: small blocks take turns on the shared cursor; a large block is
     // interleaved page by page, so a state of its own (no cursor needed) carries the options.
-    if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), o);
+    if (is_small(bytes, align)) return allocate_or_throw(bytes, align, s.pick(), placement_of(o, heap_kind::interleave));
     interleave_state mine;
     mine.nodes = s.nodes;
     mine.options = o;
@@ -191,7 +199,7 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
     return tier_allocate(tier_of(k), bytes, align);
   const node_id n = kind_node(k);
   if (!is_small(bytes, align) && !kind_has_room(k, n, bytes)) throw_bad_alloc();
-  return allocate_or_throw(bytes, align, n, o);
+  return allocate_or_throw(bytes, align, n, placement_of(o, heap_kind_of(k.where())));
 }
 
 /// A small block of a node (`node`) or local target from the calling thread's cache, nullptr
@@ -200,7 +208,7 @@ inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) 
 inline void* cached_block_for(kind::target where, node_id node, bool strict, std::size_t bytes, std::size_t align) noexcept {
   if (bytes - 1 >= small_limit || align > small_limit) return nullptr;
   const int n = where == kind::target::local ? local_node_cached() : where == kind::target::node ? node : -1;
-  return cached_block(n, strict ? 0 : 1, size_class(bytes, align));  // -1: no bin, nullptr
+  return cached_block(n, family_of(heap_kind_of(where), strict), size_class(bytes, align));  // n -1: no bin, nullptr
 }
 
 /// The fast path of a small block of a node or local kind: a block from the calling thread's

@@ -326,6 +326,15 @@ NUMAAFF_C_API int numaaff_snapshot_process(long long pid, numaaff_process_counte
  *  Fills min(max_cells, count * count) cells (`steals` NULL when max_cells is 0) and sets
  *  `*node_count` to count, or to 0 when the process records no matrix (more than 64 nodes).
  *  Errors as numaaff_snapshot. */
+/** The heap's bytes per node and kind of process `pid` (0: this process, now): bytes[i *
+ *  NUMAAFF_HEAP_KINDS + t] is what it holds on the i-th node (numaaff_snapshot's order) for
+ *  blocks of kind target t (NUMAAFF_KIND_TARGET_*; the C++ allocators count as the kind they
+ *  place like, see numaaff::node_counters::heap_by_kind). Fills min(max_cells, count *
+ *  NUMAAFF_HEAP_KINDS) cells (`bytes` NULL when max_cells is 0) and sets `*node_count` to
+ *  count. Errors as numaaff_snapshot. */
+#define NUMAAFF_HEAP_KINDS 5
+NUMAAFF_C_API int numaaff_snapshot_heap(long long pid, unsigned long long* bytes, size_t max_cells,
+                                        size_t* node_count) NUMAAFF_C_NOEXCEPT;
 NUMAAFF_C_API int numaaff_snapshot_steals(long long pid, unsigned long long* steals, size_t max_cells,
                                           size_t* node_count) NUMAAFF_C_NOEXCEPT;
 

@@ -243,6 +243,23 @@ int main(void) {
     CHECK(stolen == 0);
     CHECK(numaaff_snapshot_steals(0, NULL, 1, &side) == EINVAL && numaaff_snapshot_steals(0, cells, 1, NULL) == EINVAL);
     CHECK(numaaff_snapshot_steals(0x3ffffffe, cells, 1, &side) == ENOENT);
+    /* the heap by kind: a large block of fastest memory counts for fastest, once, on whichever
+       node it went to, and its free gives it back */
+    static unsigned long long heap[1024 * NUMAAFF_HEAP_KINDS];
+    size_t heap_nodes = 0;
+    unsigned long long fastest[3] = {0, 0, 0};
+    const size_t big_bytes = (size_t)16 << 20;
+    for (int round = 0; round < 3; ++round) {
+      static void* big;
+      if (round == 1) CHECK((big = numaaff_kind_malloc(NUMAAFF_KIND_FASTEST, big_bytes)) != NULL);
+      if (round == 2) numaaff_kind_free(big);
+      CHECK(numaaff_snapshot_heap(0, heap, 1024 * NUMAAFF_HEAP_KINDS, &heap_nodes) == 0 && heap_nodes == n);
+      for (size_t i = 0; i < heap_nodes && i < 1024; ++i) fastest[round] += heap[i * NUMAAFF_HEAP_KINDS + NUMAAFF_KIND_TARGET_FASTEST];
+    }
+    CHECK(fastest[1] - fastest[0] == big_bytes && fastest[2] == fastest[0]);
+    CHECK(numaaff_snapshot_heap(0, NULL, 0, &heap_nodes) == 0 && heap_nodes == n); /* count only */
+    CHECK(numaaff_snapshot_heap(0, NULL, 1, &heap_nodes) == EINVAL && numaaff_snapshot_heap(0, heap, 1, NULL) == EINVAL);
+    CHECK(numaaff_snapshot_heap(0x3ffffffe, heap, 1, &heap_nodes) == ENOENT);
   }
 
   /* the report */

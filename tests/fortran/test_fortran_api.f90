@@ -13,7 +13,7 @@ program test_fortran_api
   type(numaaff_next_touch_stats) :: st
   type(numaaff_node_counters) :: rows(1024)
   type(numaaff_process_counters) :: pc
-  integer(c_long_long) :: cells(64 * 64)
+  integer(c_long_long) :: cells(64 * 64), heap(numaaff_heap_kinds * 1024)
   integer(c_size_t) :: side
   character(len=:), allocatable :: text
   integer(c_signed_char), pointer :: b(:)
@@ -109,6 +109,8 @@ program test_fortran_api
   call check(ierr == 0 .and. pc%pools == 0 .and. pc%workers == 0, 'snapshot_process')
   ierr = numaaff_snapshot_steals(0_c_long_long, cells, size(cells, kind=c_size_t), side)
   call check(ierr == 0 .and. (side == on .or. (side == 0 .and. on > 64)), 'snapshot_steals')
+  ierr = numaaff_snapshot_heap(0_c_long_long, heap, size(heap, kind=c_size_t), side)
+  call check(ierr == 0 .and. side == on .and. all(heap(1:numaaff_heap_kinds * on) >= 0), 'snapshot_heap')
   call numaaff_free(p, bytes)
 
   ! The heap by kind: constant kinds, a kind with options, size-less free, realloc.

@@ -3,6 +3,7 @@
 // keeps the bytes, where() agrees with the kernel exactly, allocators and pmr resources place
 // on their node, and a strict allocation beyond a node's memory fails cleanly.
 #include <numaaff/allocator.hpp>
+#include <numaaff/counters.hpp>
 #include <numaaff/homenode.hpp>
 #include <numaaff/memory.hpp>
 #include <numaaff/system_report.hpp>
@@ -254,8 +255,17 @@ TEST(MemoryNuma, TiersSpillInAttributeOrderAndPromoteDemote) {
   ASSERT_TRUE(numaaff::detail::node_available_bytes(fast, room_now));
   std::thread([&] {
     numaaff::pin_this_thread(from);
+    // What the heap counts as fastest memory on a node (tier_allocator(bandwidth) counts so).
+    const auto fastest_on = [](int node) {
+      const numaaff::node_counters* n = numaaff::snapshot().node(node);
+      return n != nullptr ? n->heap_by_kind.fastest : 0;
+    };
+    const std::uint64_t counted_fast = fastest_on(fast), counted_next = fastest_on(next);
     std::vector<char, numaaff::tier_allocator<char>> v(16 * mib, 1);
     const auto raw = query_pages(v.data(), v.size());
+    // Its bytes count where its segments went, not all on the node it was first mapped on.
+    EXPECT_EQ(fastest_on(fast) - counted_fast, raw.on(fast) * ps) << "the fast tier's segment, counted there";
+    EXPECT_EQ(fastest_on(next) - counted_next, raw.on(next) * ps) << "the spilled segment, counted on the next tier";
     std::printf("tier spill: room %zu pages on node %d (%zu before the allocation); 16 MiB block: %zu pages there, %zu on node %d\n",
                 (room - fill) / ps, fast, room_now / ps, raw.on(fast), raw.on(next), next);
     EXPECT_EQ(raw.on(fast) + raw.on(next), raw.total) << "every page on the two best tiers";

@@ -54,7 +54,9 @@ with tempfile.TemporaryDirectory() as tmp:
     node_keys = {"node", "workers", "tasks_run", "stolen_local", "stolen_in", "stolen_out", "queued", "sleeps", "worker_ns",
                  "idle_ns", "next_touch_faults", "next_touch_chunks", "next_touch_pages_moved", "next_touch_pages_already_there",
                  "next_touch_pages_failed", "pages_moved", "move_pages_not_moved", "pages_not_moved", "heap_bound_bytes",
-                 "heap_preferred_bytes", "heap_bytes", "process_bytes"}
+                 "heap_preferred_bytes", "heap_bytes", "heap_node_bytes", "heap_local_bytes", "heap_interleave_bytes",
+                 "heap_fastest_bytes", "heap_capacity_bytes", "process_bytes"}
+    kind_keys = ["heap_node_bytes", "heap_local_bytes", "heap_interleave_bytes", "heap_fastest_bytes", "heap_capacity_bytes"]
     refusal_keys = {"policies_skipped", "mappings_unbound", "pages_unmoved", "threads_unpinned", "weighted_fallbacks",
                     "huge_page_fallbacks"}
     for s in d["samples"] + [d["final"]]:
@@ -72,7 +74,8 @@ with tempfile.TemporaryDirectory() as tmp:
     check(all(sum(row[v] for row in f["steals"]) == nodes[v]["stolen_out"] for v in range(len(nodes))),
           f"steal matrix columns against stolen_out: {f['steals']}")
     check(all(n["pages_not_moved"] == n["move_pages_not_moved"] + n["next_touch_pages_failed"] and
-              n["heap_bytes"] == n["heap_bound_bytes"] + n["heap_preferred_bytes"] for n in nodes), "the sums of the parts")
+              n["heap_bytes"] == n["heap_bound_bytes"] + n["heap_preferred_bytes"] == sum(n[k] for k in kind_keys)
+              for n in nodes), "the sums of the parts")
 
     # A run of 1.5 s: samples five times a second, the block seen on its node, drawn as a PNG.
     p = subprocess.Popen([RUN, f"--report={report}", "--", TARGET, "2", str(first)], stdin=subprocess.PIPE,

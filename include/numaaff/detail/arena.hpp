@@ -4,8 +4,9 @@
 // one below the huge page size keeps its pages for the next large block of the same placement
 // (spare_extents: bounded, aged out after a second), as malloc keeps what free gives it; the
 // others are unmapped on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
-// (MPOL_BIND, or MPOL_PREFERRED for the preferred family) and holding blocks of one
-// power-of-two size class, with a header at the slab start naming the node, family, class and
+// (MPOL_BIND, or MPOL_PREFERRED for the preferred families), holding blocks of one kind
+// (heap_kind: a family per kind and strictness, so that every slab byte counts for one kind)
+// and of one power-of-two size class, with a header at the slab start naming the node, family, class and
 // the thread caches' bin of its blocks. Each thread keeps a cache of free blocks per (node,
 // family, class), refilled from and handed back to the node's central free list in batches
 // (bounded per class: 128 KiB of blocks, at least 64), so a small allocate/free pair is a few
@@ -79,6 +80,7 @@ struct placement_options {
   // whose policy is set after mapping (interleaved): spread_large counts it once, where its
   // pages go, so that no snapshot sees it counted on the first node and then taken away.
   bool counted_when_mapped = true;
+  heap_kind kind = heap_kind::node;  // what the block was asked for as: its slabs and its counters
 };
 
 /// Applies the huge-page choice to a fresh mapping [p, p + len) whose start is
@@ -102,10 +104,14 @@ inline constexpr int max_nodes = 1024;  // the kernel's MAX_NUMNODES on x86-64
 inline constexpr int cached_nodes = 16; // thread caches cover nodes below this
 inline constexpr std::uint32_t transfer_batch = 32;
 inline constexpr std::uint32_t slab_magic = 0x4e554d41;  // "NUMA"
-/// Slab families: a block of a strict placement never shares a slab, and so a page, with one
-/// that may spill elsewhere.
-inline constexpr int family_count = 2;
-inline int family_of(const placement_options& o) noexcept { return o.strict ? 0 : 1; }
+/// Slab families, one per kind and strictness: a block of a strict placement never shares a
+/// slab, and so a page, with one that may spill elsewhere, nor a block of one kind with one of
+/// another (each slab's bytes count for its kind).
+inline constexpr int family_count = 2 * static_cast<int>(heap_kind_count);
+inline constexpr int family_of(heap_kind k, bool strict) noexcept { return 2 * static_cast<int>(k) + (strict ? 0 : 1); }
+inline int family_of(const placement_options& o) noexcept { return family_of(o.kind, o.strict); }
+inline constexpr bool family_strict(int f) noexcept { return f % 2 == 0; }
+inline constexpr heap_kind family_kind(int f) noexcept { return static_cast<heap_kind>(f / 2); }
 
 /// Thread caches hold blocks of the nodes below cached_nodes, one bin per (node, family, class).
 inline constexpr std::uint32_t cache_bins = cached_nodes * family_count * class_count;
@@ -635,8 +641,9 @@ struct arena_table {
   std::atomic<node_arena*> arenas[max_nodes] = {};
   std::mutex create;
   std::mutex large_lock;  // guards `large`, `spare` and `spreads`: a large block costs a system call, the lock is noise
-  /// The nodes a block's pages are interleaved over, with their weights: its bytes count for
-  /// each node in proportion (heap_share), not for the node it was first mapped on.
+  /// The nodes a block's pages are spread over (interleaved, or in a tier's segments), with
+  /// their weights: its bytes count for each node in proportion (heap_share), not for the node
+  /// it was first mapped on.
   using spread = std::vector<std::pair<int, std::uint64_t>>;
   struct large_block {
     std::size_t len;      // of its mapping
@@ -644,12 +651,17 @@ struct arena_table {
     extent_key key;       // how it is placed, when its pages may be reused (spare_extents)
     std::uint64_t epoch;  // placement_epoch when it was mapped
     extent_key placed;    // the node and strictness it was mapped with, reusable or not
-    std::uint32_t spread = 0;  // 1 + its index in `spreads` when interleaved; 0: all on placed.node
+    std::uint32_t spread = 0;  // 1 + its index in `spreads` when spread; 0: all on placed.node
     bool counted = true;       // false until spread_large counts it (placement_options::counted_when_mapped)
+    heap_kind kind = heap_kind::node;
   };
   std::unordered_map<std::uintptr_t, large_block> large;  // start of each large block -> its mapping
   spare_extents spare;
-  std::vector<spread> spreads;  // each distinct one once (a program uses a handful): never shrinks
+  // Each distinct spread of the live blocks once, with its count of blocks: a slot no block
+  // uses any more is taken by the next new spread, so the table is as long as the most distinct
+  // spreads live at once (a tier's segments differ from block to block).
+  std::vector<spread> spreads;
+  std::vector<std::size_t> spread_users;
 
   arena_table() { ::pthread_atfork([] { instance().lock_all(); }, [] { instance().unlock_all(); }, [] { instance().unlock_all(); }); }
   static arena_table& instance() {
@@ -715,14 +727,14 @@ inline slab_header* new_slab(node_arena& arena, int node, int f, int c, std::err
     if (slab == nullptr) return nullptr;
     advise_huge_pages(slab, slab_size, huge_page_mode::never);  // many blocks share a slab
     placement_options bind;
-    bind.strict = f == 0;
+    bind.strict = family_strict(f);
     ec = bind_mapping(slab, slab_size, node, bind);
     if (!ec && !slabs.mark(reinterpret_cast<std::uintptr_t>(slab))) ec = std::make_error_code(std::errc::not_enough_memory);
     if (ec) {
       sys_munmap(slab, slab_size);
       return nullptr;
     }
-    count_heap_bytes(node, f == 0, static_cast<std::int64_t>(slab_size));  // slabs stay mapped for the process
+    count_heap_bytes(node, family_strict(f), family_kind(f), static_cast<std::int64_t>(slab_size));  // mapped for the process
     h = static_cast<slab_header*>(slab);
     h->magic = slab_magic;
     h->node = node;
@@ -1075,7 +1087,7 @@ inline std::uint64_t heap_share(std::uint64_t len, std::uint64_t w, std::uint64_
 inline void count_large(const arena_table& t, const arena_table::large_block& b, std::size_t from, std::size_t to) noexcept {
   if (!b.counted) return;
   auto add = [&](int node, std::uint64_t was, std::uint64_t now) {
-    if (was != now) count_heap_bytes(node, b.placed.strict, static_cast<std::int64_t>(now) - static_cast<std::int64_t>(was));
+    if (was != now) count_heap_bytes(node, b.placed.strict, b.kind, static_cast<std::int64_t>(now) - static_cast<std::int64_t>(was));
   };
   if (b.spread == 0 || b.spread > t.spreads.size()) {
     add(b.placed.node, from, to);
@@ -1097,9 +1109,9 @@ inline void count_large(const arena_table& t, const arena_table::large_block& b,
 }
 
 /// Large block `p` (mapped without being counted: placement_options::counted_when_mapped) has
-/// its pages interleaved over `nodes` now (by weight): its bytes count for them from here on,
-/// once, and its free gives them back there. Without memory for the record, or with no node
-/// of weight, it counts where it was mapped.
+/// its pages spread over `nodes` now (by weight: interleaved, or a tier's segments in bytes):
+/// its bytes count for them from here on, once, and its free gives them back there. Without
+/// memory for the record, or with no node of weight, it counts where it was mapped.
 inline void spread_large(void* p, arena_table::spread nodes) noexcept {
   arena_table& t = arena_table::instance();
   std::lock_guard<std::mutex> guard(t.large_lock);
@@ -1109,14 +1121,32 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
   for (const auto& [node, w] : nodes) total += w;
   std::size_t id = 0;
   while (id < t.spreads.size() && t.spreads[id] != nodes) ++id;
-  try {
-    if (total != 0 && id == t.spreads.size()) t.spreads.push_back(std::move(nodes));
-  } catch (...) {
-    total = 0;
+  if (total != 0 && id == t.spreads.size()) {
+    id = 0;
+    while (id < t.spreads.size() && t.spread_users[id] != 0) ++id;
+    try {
+      if (id == t.spreads.size()) {
+        t.spread_users.reserve(id + 1);  // both grow, or neither
+        t.spreads.push_back(std::move(nodes));
+        t.spread_users.push_back(0);
+      } else {
+        t.spreads[id] = std::move(nodes);
+      }
+    } catch (...) {
+      total = 0;
+    }
   }
-  if (total != 0) it->second.spread = static_cast<std::uint32_t>(id + 1);
+  if (total != 0) {
+    it->second.spread = static_cast<std::uint32_t>(id + 1);
+    ++t.spread_users[id];
+  }
   it->second.counted = true;
   count_large(t, it->second, 0, it->second.len);
+}
+
+/// What a large block's spread no longer needs once its entry is gone (large_lock held).
+inline void release_spread(arena_table& t, const arena_table::large_block& b) noexcept {
+  if (b.spread != 0 && b.spread <= t.spread_users.size()) --t.spread_users[b.spread - 1];
 }
 
 /// A large block: pages kept from a freed block of the same placement, else its own mapping;
@@ -1146,13 +1176,13 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
     // An entry left at this address means its block was unmapped behind our back: replaced.
     t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p),
                              arena_table::large_block{len, mapping_granule(o), key, epoch, extent_key{node, o.strict}, 0,
-                                                      o.counted_when_mapped});
+                                                      o.counted_when_mapped, o.kind});
   } catch (...) {  // no room for the entry
     sys_munmap(p, len);
     ec = std::make_error_code(std::errc::not_enough_memory);
     return nullptr;
   }
-  if (o.counted_when_mapped) count_heap_bytes(node, o.strict, static_cast<std::int64_t>(len));
+  if (o.counted_when_mapped) count_heap_bytes(node, o.strict, o.kind, static_cast<std::int64_t>(len));
   ec.clear();
   return p;
 }
@@ -1172,6 +1202,7 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
   const arena_table::large_block b = it->second;
   t.large.erase(it);
   count_large(t, b, b.len, 0);
+  release_spread(t, b);
   if (pages_reusable(b)) {
     t.spare.give(at, b.len, b.key, steady_now_ns());
     return;

@@ -32,6 +32,12 @@ namespace numaaff::detail {
 /// Kernel node numbers the tables have room for (the kernel's MAX_NUMNODES at NODES_SHIFT 10).
 constexpr std::size_t counter_node_limit = 1024;
 
+/// What a heap block was asked for as, in kind::target's order (and the C API's
+/// NUMAAFF_KIND_TARGET_* values): the heap keeps each in slabs of its own, and counts its bytes
+/// per node apart. The allocators of allocator.hpp count as the kind they place like.
+enum class heap_kind : unsigned char { node, local, interleave, fastest, capacity };
+constexpr std::size_t heap_kind_count = 5;
+
 /// Per-node events of any thread, and the totals of pools that have ended. Relaxed atomics.
 struct node_event_counters {
   // totals of thread pools that ended (live pools are read from their workers)
@@ -42,8 +48,10 @@ struct node_event_counters {
   std::atomic<std::uint64_t> nt_chunks{0}, nt_pages_moved{0}, nt_pages_already{0}, nt_pages_failed{0}, nt_faults{0};
   // move_to, place_blocks, promote and demote: pages moved to this node, and pages that could not be
   std::atomic<std::uint64_t> pages_moved{0}, pages_not_moved{0};
-  // bytes the heap holds on this node, bound (strict kinds) and preferred (count_heap_bytes)
+  // bytes the heap holds on this node, bound (strict kinds) and preferred, and the same bytes
+  // by the kind they were asked for as (count_heap_bytes)
   std::atomic<std::int64_t> heap_bound_bytes{0}, heap_preferred_bytes{0};
+  std::atomic<std::int64_t> heap_kind_bytes[heap_kind_count] = {};
 };
 inline node_event_counters node_events[counter_node_limit];
 /// Tasks the workers of node slot t took from node slot v in pools that ended ([t * 64 + v];
@@ -57,11 +65,14 @@ inline void count_event(std::atomic<std::uint64_t> node_event_counters::*field, 
   if (n == 0) return;
   if (node_event_counters* e = events_of(node)) (e->*field).fetch_add(n, std::memory_order_relaxed);
 }
-/// The heap: `bytes` more (or fewer, negative) held on `node`, strict or preferred. Counted are
-/// the slabs it mapped for small blocks (for the process's life) and its live large blocks.
-inline void count_heap_bytes(int node, bool strict, std::int64_t bytes) noexcept {
-  if (node_event_counters* e = events_of(node))
+/// The heap: `bytes` more (or fewer, negative) held on `node`, strict or preferred, for blocks
+/// of kind `kind`. Counted are the slabs it mapped for small blocks (for the process's life)
+/// and its live large blocks.
+inline void count_heap_bytes(int node, bool strict, heap_kind kind, std::int64_t bytes) noexcept {
+  if (node_event_counters* e = events_of(node)) {
     (strict ? e->heap_bound_bytes : e->heap_preferred_bytes).fetch_add(bytes, std::memory_order_relaxed);
+    e->heap_kind_bytes[static_cast<std::size_t>(kind)].fetch_add(bytes, std::memory_order_relaxed);
+  }
 }
 
 // ---- the image (format version 1) ----------------------------------------------------------
@@ -81,7 +92,9 @@ enum process_word : std::size_t {
 enum node_word : std::size_t {
   n_node, n_workers, n_tasks_run, n_stolen_local, n_stolen_in, n_stolen_out, n_sleeps, n_worker_ns, n_idle_ns,
   n_queued, n_nt_chunks, n_nt_pages_moved, n_nt_pages_already, n_nt_pages_failed, n_pages_moved,
-  n_pages_not_moved, n_heap_bound_bytes, n_heap_preferred_bytes, n_nt_faults, node_words
+  n_pages_not_moved, n_heap_bound_bytes, n_heap_preferred_bytes, n_nt_faults,
+  n_heap_kind_bytes,  // heap_kind_count words: the heap's bytes by heap_kind
+  node_words = n_heap_kind_bytes + heap_kind_count
 };
 /// The node row as format 1 was first written, before n_nt_faults: the least a reader takes.
 /// Words added since are read where a row has them, else count as zero.
@@ -252,6 +265,10 @@ inline void collect_image(std::vector<std::uint64_t>& out, long pid, std::uint64
     const std::int64_t preferred = e->heap_preferred_bytes.load(std::memory_order_relaxed);
     row[n_heap_bound_bytes] = bound > 0 ? static_cast<std::uint64_t>(bound) : 0;
     row[n_heap_preferred_bytes] = preferred > 0 ? static_cast<std::uint64_t>(preferred) : 0;
+    for (std::size_t k = 0; k < heap_kind_count; ++k) {
+      const std::int64_t held = e->heap_kind_bytes[k].load(std::memory_order_relaxed);
+      row[n_heap_kind_bytes + k] = held > 0 ? static_cast<std::uint64_t>(held) : 0;
+    }
   }
   if (matrix != 0) {
     for (std::size_t t = 0; t < slots; ++t)
