@@ -41,6 +41,9 @@ ALLOCATORS = [
     ("tcmalloc", LIBDIR + "/libtcmalloc_minimal.so.4"),
 ]
 
+# The 4-node guest most sections run in: 1 vCPU per node, kernel 6.12.
+GUEST = ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"]
+
 REPS = ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=true",
         "--benchmark_report_aggregates_only=true"]
 
@@ -106,7 +109,7 @@ SECTIONS = [
     {
         "name": "bench_thread_pool-vm",
         "binary": "bench_thread_pool",
-        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "vm": GUEST,
         "args": ["--benchmark_filter=tasks|fib|fork_join/", "--benchmark_repetitions=3",
                  "--benchmark_enable_random_interleaving=true", "--benchmark_report_aggregates_only=true"],
         "smoke": ["--benchmark_filter=fork_join/numaaff", "--benchmark_min_time=0.01"],
@@ -114,7 +117,7 @@ SECTIONS = [
     {
         "name": "bench_memory-vm",
         "binary": "bench_memory",
-        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "vm": GUEST,
         "args": ["--benchmark_filter=move", "--benchmark_min_time=0.3", "--benchmark_repetitions=3",
                  "--benchmark_report_aggregates_only=true"],
         "smoke": ["--benchmark_filter=move.*/4096/", "--benchmark_min_time=0.01"],
@@ -177,7 +180,7 @@ SECTIONS = [
     {
         "name": "amr-thp-vm",
         "path": "examples/amr",
-        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "vm": GUEST,
         "args": ["--blocks", "8", "--cells", "64", "--steps", "3", "--phases", "4", "--runtime", "pool"],
         "variants": [("THP off", {}, ["--thp", "off"]), ("THP on", {}, ["--thp", "on"])],
         "smoke": ["--blocks", "4", "--cells", "32", "--steps", "2", "--phases", "3", "--runtime", "pool"],
@@ -187,7 +190,7 @@ SECTIONS = [
     {
         "name": "amr-chunk-vm",
         "path": "examples/amr",
-        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "vm": GUEST,
         "args": ["--blocks", "8", "--cells", "64", "--steps", "3", "--phases", "4", "--runtime", "pool", "--thp", "off",
                  "--no-owner-touch", "--strategy", "next_touch"],
         "variants": [(chunk, {}, ["--nt-chunk", chunk]) for chunk in ("array", "4", "8", "16", "32", "64", "default", "adaptive")],
@@ -199,7 +202,7 @@ SECTIONS = [
     {
         "name": "follow_data-vm",
         "path": "examples/amr",
-        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "vm": GUEST,
         "args": ["--blocks", "16", "--cells", "64", "--steps", "5", "--phases", "6", "--strategy", "follow_data", "--check"],
         "variants": [("distance stealing", {}), ("NUMAAFF_STEAL=local", {"NUMAAFF_STEAL": "local"})],
         "smoke": ["--blocks", "4", "--cells", "32", "--steps", "2", "--phases", "2", "--strategy", "follow_data"],
@@ -237,7 +240,7 @@ SECTIONS = [
         "name": "cholesky-vm",
         "path": "examples/cholesky",
         "optional": True,
-        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "vm": GUEST,
         "args": ["--n", "1024", "--tile", "128", "--repeat", "2", "--check"],
         "smoke": ["--n", "256", "--tile", "64", "--repeat", "1", "--check"],
     },
@@ -269,7 +272,7 @@ SECTIONS = [
     {
         "name": "numaaff-bench-vm",
         "path": "tools/numaaff-bench",
-        "vm": ["--nodes", "4", "--cpus-per-node", "1", "--kernel", "6.12", "--timeout", "1500"],
+        "vm": GUEST,
         "args": ["--quick"],
         "smoke": ["--quick"],
     },
