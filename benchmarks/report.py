@@ -347,8 +347,12 @@ def busiest_other_process():
 
 
 def commit():
+    """HEAD, and whether the tracked files differ from it: figures of a tree that was never
+    committed must not be credited to a commit."""
     r = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False)
-    return r.stdout.strip() or "unknown"
+    d = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                       check=False)
+    return (r.stdout.strip() or "unknown") + (" with uncommitted changes" if d.stdout.strip() else "")
 
 
 def command_line(env, argv, build):
@@ -418,7 +422,7 @@ def render(section, commands, contexts, results, runs, before):
             for r in ratios:
                 if r["key"] not in targets:
                     keys.append(r["key"])
-                    targets[r["key"]] = f"{r['op']} {r['target']}{r['unit']}"
+                    targets[r["key"]] = f"{r['op']} {r['target']}{' ' if r['unit'] in ('ms', 'ns') else ''}{r['unit']}"
                 seen_targets.setdefault(r["key"], set()).add(r["target"])
     # A target that moves from run to run is the baseline's figure in that run (a cost per task
     # against oneTBB's): the cells show it beside numaaff's.

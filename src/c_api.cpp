@@ -213,7 +213,10 @@ void* numaaff_alloc_onnode(size_t bytes, int node) noexcept {
 
 void* numaaff_alloc_local(size_t bytes) noexcept {
   void* p = nullptr;
-  const int e = guarded([&] { p = numaaff::allocate_on_node(bytes, numaaff::detail::local_node()); });
+  const int e = guarded([&] {
+    p = numaaff::detail::allocate_or_throw(bytes, alignof(std::max_align_t), numaaff::detail::local_node(),
+                                           numaaff::detail::placement_of(numaaff::alloc_options{}, numaaff::detail::heap_kind::local));
+  });
   return allocated(e, p);
 }
 
@@ -235,7 +238,10 @@ void* numaaff_alloc_local_huge(size_t bytes, int huge_pages) noexcept {
   numaaff::alloc_options o;
   if (!huge_options(huge_pages, o)) return allocated(EINVAL, nullptr);
   void* p = nullptr;
-  const int e = guarded([&] { p = numaaff::allocate_on_node(bytes, numaaff::detail::local_node(), o); });
+  const int e = guarded([&] {
+    p = numaaff::detail::allocate_or_throw(bytes, alignof(std::max_align_t), numaaff::detail::local_node(),
+                                           numaaff::detail::placement_of(o, numaaff::detail::heap_kind::local));
+  });
   return allocated(e, p);
 }
 

@@ -140,7 +140,7 @@ void* hbw_realloc(void* ptr, size_t size) noexcept {
   const int mode = policy.load(std::memory_order_relaxed);
   return numaaff::detail::reallocate_with(
       ptr, size, [](std::size_t n) { return hbw_malloc(n); },
-      [mode](numaaff::detail::extent_key, std::size_t have, std::size_t n) {
+      [mode](numaaff::detail::placed_block, std::size_t have, std::size_t n) {
         return n <= have || mode == HBW_POLICY_PREFERRED || mode == HBW_POLICY_INTERLEAVE;
       });
 }

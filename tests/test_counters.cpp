@@ -247,21 +247,24 @@ TEST(Counters, HeapBytesAreCountedByTheKindTheBlockWasAskedForAs) {
 // to the same node (a local block and an on_node block of the caller's node): otherwise a
 // slab's bytes could not count for one kind, and one kind's page would hold another's data.
 TEST(Counters, SmallBlocksOfDifferentKindsNeverShareASlab) {
-  const numaaff::node_id n = numaaff::current_node();
-  const std::vector<numaaff::kind> all = {numaaff::kind::on_node(n), numaaff::kind::local(), numaaff::kind::interleave(),
-                                          numaaff::kind::fastest(), numaaff::kind::capacity(),
-                                          numaaff::kind::on_node(n).preferred(), numaaff::kind::local().preferred()};
-  std::vector<std::uintptr_t> slabs;
-  std::vector<void*> blocks;
-  for (const numaaff::kind& k : all) {
-    void* p = numaaff::allocate(k, 64);
-    blocks.push_back(p);
-    slabs.push_back(reinterpret_cast<std::uintptr_t>(p) / numaaff::detail::slab_size);
-  }
-  for (std::size_t i = 0; i < all.size(); ++i)
-    for (std::size_t j = i + 1; j < all.size(); ++j)
-      EXPECT_NE(slabs[i], slabs[j]) << "kinds " << i << " and " << j << " share a slab";
-  for (void* p : blocks) numaaff::deallocate(p);
+  std::thread([] {
+    const numaaff::node_id n = numaaff::current_node();
+    numaaff::pin_this_thread(n);  // local resolves to n too
+    const std::vector<numaaff::kind> all = {numaaff::kind::on_node(n), numaaff::kind::local(), numaaff::kind::interleave(),
+                                            numaaff::kind::fastest(), numaaff::kind::capacity(),
+                                            numaaff::kind::on_node(n).preferred(), numaaff::kind::local().preferred()};
+    std::vector<std::uintptr_t> slabs;
+    std::vector<void*> blocks;
+    for (const numaaff::kind& k : all) {
+      void* p = numaaff::allocate(k, 64);
+      blocks.push_back(p);
+      slabs.push_back(reinterpret_cast<std::uintptr_t>(p) / numaaff::detail::slab_size);
+    }
+    for (std::size_t i = 0; i < all.size(); ++i)
+      for (std::size_t j = i + 1; j < all.size(); ++j)
+        EXPECT_NE(slabs[i], slabs[j]) << "kinds " << i << " and " << j << " share a slab";
+    for (void* p : blocks) numaaff::deallocate(p);
+  }).join();
 }
 
 // A large interleaved block counts for the nodes its pages go to once its policy is set, and

@@ -551,9 +551,28 @@ TEST(Kind, ReallocateToAnotherKindMovesTheBlockToThatKind) {
   constexpr std::size_t mib = std::size_t{1} << 20;
   auto* p = static_cast<char*>(numaaff::allocate(strict, mib));
   p[0] = 5;
-  EXPECT_TRUE(numaaff::detail::large_placement(p).strict);
+  EXPECT_TRUE(numaaff::detail::large_placement(p).placed.strict);
   p = static_cast<char*>(numaaff::reallocate(strict.preferred(), p, 3 * mib / 2));
-  EXPECT_FALSE(numaaff::detail::large_placement(p).strict) << "a preferred block now";
+  EXPECT_FALSE(numaaff::detail::large_placement(p).placed.strict) << "a preferred block now";
   EXPECT_EQ(p[0], 5);
   numaaff::deallocate(p);
+}
+
+// A block reallocated as another kind counts for that kind from then on, even where both
+// kinds put it on the same node with the same strictness (a local block of the caller's node,
+// an on_node block of that node): it is not resized in place under the old kind.
+TEST(Kind, ReallocateToAnotherKindOfTheSameNodeCountsForTheNewKind) {
+  std::thread([] {
+    const numaaff::node_id n = numaaff::current_node();
+    numaaff::pin_this_thread(n);  // local resolves to n
+    constexpr std::size_t mib = std::size_t{1} << 20;
+    auto* p = static_cast<char*>(numaaff::allocate(kind::on_node(n), 2 * mib));
+    p[0] = 7;
+    EXPECT_EQ(numaaff::detail::large_placement(p).kind, numaaff::detail::heap_kind::node);
+    p = static_cast<char*>(numaaff::reallocate(kind::local(), p, 3 * mib));
+    EXPECT_EQ(numaaff::detail::large_placement(p).kind, numaaff::detail::heap_kind::local) << "a local block now";
+    EXPECT_EQ(numaaff::detail::large_placement(p).placed.node, n);
+    EXPECT_EQ(p[0], 7);
+    numaaff::deallocate(p);
+  }).join();
 }

@@ -555,7 +555,9 @@ inline void* tier_allocate(memory_attribute tier, std::size_t bytes, std::size_t
   } catch (...) {
     over.clear();  // no memory for the record: counted where it was mapped
   }
-  o.counted_when_mapped = over.size() < 2;
+  // A block over several nodes is mapped fresh and counted once its segments are placed: kept
+  // pages would be resident on the first node already, where a segment's policy leaves them.
+  o.counted_when_mapped = o.keep_pages = over.size() < 2;
   void* p = allocate_or_throw(bytes, align, plan.front().node, o);
   std::size_t at = plan.front().bytes;
   failed_call = sys::count_;

@@ -44,15 +44,18 @@
  * 14 pages move_to/place_blocks/promote/demote moved to the node, 15 pages they could not
  * move there, 16 heap bytes held bound to the node, 17 heap bytes held preferring it (the
  * heap's slabs for small blocks, mapped for the process's life, and its live large blocks; an
- * interleaved block counts on each node it is interleaved over, by weight),
+ * interleaved block counts on each node it is interleaved over, by weight, a tier block that
+ * spilled on the node of each of its segments),
  * 18 next-touch faults handled for threads running on the node (the thread that opened a
  * chunk, and each fault of one that touched it meanwhile and waited), 19-23 the heap's bytes
  * of words 16 and 17 by the kind its blocks were asked for as: on a node, local, interleave,
  * fastest, capacity (kind::target's order; the allocators of allocator.hpp count as the kind
  * they place like: node_allocator as on a node, local_allocator as local, interleave_allocator
- * as interleave, tier_allocator as capacity for memory_attribute::capacity, else as fastest).
- * Words 18-23 came after the format's first rows: a row of 18 words is read with them as 0,
- * one of 19 with 19-23 as 0.
+ * as interleave, tier_allocator as capacity for memory_attribute::capacity, else as fastest;
+ * in C, numaaff_alloc_onnode as on a node, numaaff_alloc_local as local; hbw_malloc's BIND
+ * blocks as on a node, the caller's high-bandwidth one, its PREFERRED ones as fastest).
+ * Words 18-23 came after the format's first rows: a reader takes a word a row lacks (a row
+ * of 18 words, or of 19 from before the heap's kinds) as 0.
  * Steal matrix: word [t * N + v] counts tasks workers of node row t took from node row v.
  * Versions add words at the end of each part (a reader uses the sizes of the header, not its
  * own); any other change gets a new version number, which an older reader refuses.
@@ -98,7 +101,8 @@ struct node_counters {
   std::uint64_t pages_moved = 0;      ///< moved there by move_to, place_blocks, promote, demote
   std::uint64_t pages_not_moved = 0;  ///< that those calls could not move there
   /// Heap memory held bound to the node (a level): its slabs for small blocks, mapped for the
-  /// process's life, and its live large blocks (an interleaved one for its share of each node).
+  /// process's life, and its live large blocks (an interleaved one for its share of each node,
+  /// a tier block that spilled for its segment there).
   std::uint64_t heap_bound_bytes = 0;
   std::uint64_t heap_preferred_bytes = 0;  ///< the same, preferring the node
   /// heap_bound_bytes + heap_preferred_bytes by the kind the blocks were asked for as (see the

@@ -224,8 +224,8 @@ inline void* kind_cached_block(const kind& k, std::size_t bytes, std::size_t ali
 /// Resizes the live block `p` (not null) to `bytes` (0: frees it, nullptr): the same block
 /// when its size class (a slab block) or page count (a mapping of its own) is already right;
 /// a large block that stays large is resized without a copy (remap_large: pages and placement
-/// kept) where `may_remap(placed, have, bytes)` allows it, `placed` being the node and
-/// strictness it was mapped with and `have` its size; else a block from `allocate(bytes)`
+/// kept) where `may_remap(placed, have, bytes)` allows it, `placed` being how it was placed
+/// (placed_block: the node and strictness it was mapped with, its kind) and `have` its size; else a block from `allocate(bytes)`
 /// (which throws or returns nullptr on failure, leaving `p` as it was) with the contents copied
 /// up to the smaller size.
 template <class Allocate, class MayRemap>
@@ -319,12 +319,14 @@ inline void* reallocate(const kind& k, void* p, std::size_t bytes) {
   // Resized in place only when `k` places memory as the block is placed (an interleave kind's
   // block is placed by page, a kind with its own huge-page choice maps otherwise), and a growth
   // fits in its node.
-  const auto same_placement = [&](detail::extent_key placed, std::size_t have, std::size_t n) {
+  const auto same_placement = [&](detail::placed_block b, std::size_t have, std::size_t n) {
     if (k.where() == kind::target::interleave ||
         (k.pages() != numaaff::huge_page_mode::per_block && k.pages() != numaaff::huge_page_mode::never))
       return false;
-    if (placed.node != detail::kind_node(k) || placed.strict != k.is_strict()) return false;
-    return n <= have || detail::kind_has_room(k, placed.node, n - have);
+    // The same kind too: a block resized in place keeps counting for the kind it was made as.
+    if (b.placed.node != detail::kind_node(k) || b.placed.strict != k.is_strict() || b.kind != detail::heap_kind_of(k.where()))
+      return false;
+    return n <= have || detail::kind_has_room(k, b.placed.node, n - have);
   };
   return detail::reallocate_with(p, bytes, [&](std::size_t n) { return detail::kind_allocate(k, n, align); }, same_placement);
 }

@@ -110,7 +110,11 @@ program test_fortran_api
   ierr = numaaff_snapshot_steals(0_c_long_long, cells, size(cells, kind=c_size_t), side)
   call check(ierr == 0 .and. (side == on .or. (side == 0 .and. on > 64)), 'snapshot_steals')
   ierr = numaaff_snapshot_heap(0_c_long_long, heap, size(heap, kind=c_size_t), side)
-  call check(ierr == 0 .and. side == on .and. all(heap(1:numaaff_heap_kinds * on) >= 0), 'snapshot_heap')
+  call check(ierr == 0 .and. side == on, 'snapshot_heap')
+  do i = 1, on  ! each node's kinds add up to its bound and preferred bytes (nothing allocated since)
+    call check(sum(heap((i - 1) * numaaff_heap_kinds + 1:i * numaaff_heap_kinds)) == &
+               rows(i)%heap_bound_bytes + rows(i)%heap_preferred_bytes, 'snapshot_heap by kind')
+  end do
   call numaaff_free(p, bytes)
 
   ! The heap by kind: constant kinds, a kind with options, size-less free, realloc.

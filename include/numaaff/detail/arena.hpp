@@ -8,7 +8,7 @@
 // (heap_kind: a family per kind and strictness, so that every slab byte counts for one kind)
 // and of one power-of-two size class, with a header at the slab start naming the node, family, class and
 // the thread caches' bin of its blocks. Each thread keeps a cache of free blocks per (node,
-// family, class), refilled from and handed back to the node's central free list in batches
+// family, class) for the node and local kinds, refilled from and handed back to the node's central free list in batches
 // (bounded per class: 128 KiB of blocks, at least 64), so a small allocate/free pair is a few
 // loads and stores, not a lock or a system call (numa_alloc_onnode makes one mmap per call).
 // A freed block goes back to the list of the node its slab is bound to: memory is reused on
@@ -113,11 +113,20 @@ inline int family_of(const placement_options& o) noexcept { return family_of(o.k
 inline constexpr bool family_strict(int f) noexcept { return f % 2 == 0; }
 inline constexpr heap_kind family_kind(int f) noexcept { return static_cast<heap_kind>(f / 2); }
 
-/// Thread caches hold blocks of the nodes below cached_nodes, one bin per (node, family, class).
-inline constexpr std::uint32_t cache_bins = cached_nodes * family_count * class_count;
+/// Thread caches hold blocks of the nodes below cached_nodes, one bin per (node, family, class),
+/// for the families of the node and local kinds (the inline fast path's): bins for all ten would
+/// make every thread's static TLS 30 KiB. Small blocks of interleave, fastest and capacity go
+/// to and from their node's central lists, a lock each.
+inline constexpr int cached_families = family_of(heap_kind::local, false) + 1;
+static_assert(family_of(heap_kind::node, true) < cached_families && family_of(heap_kind::node, false) < cached_families &&
+                  family_of(heap_kind::local, true) < cached_families,
+              "the node and local families come first");
+inline constexpr std::uint32_t cache_bins = cached_nodes * cached_families * class_count;
 inline std::uint32_t cache_bin_of(int node, int f, int c) noexcept {
-  if (static_cast<unsigned>(node) >= static_cast<unsigned>(cached_nodes)) return cache_bins;
-  return static_cast<std::uint32_t>((node * family_count + f) * class_count + c);
+  if (static_cast<unsigned>(node) >= static_cast<unsigned>(cached_nodes) ||
+      static_cast<unsigned>(f) >= static_cast<unsigned>(cached_families))
+    return cache_bins;
+  return static_cast<std::uint32_t>((node * cached_families + f) * class_count + c);
 }
 
 inline int size_class(std::size_t bytes, std::size_t align) noexcept {
@@ -228,8 +237,9 @@ struct central_list {
   // whole again. A thread that allocates what another frees then links the blocks itself,
   // with stores that do not wait on each other, instead of following a chain whose every
   // link is a line the other CPU last wrote (one dependent cache miss per block).
+  // (Room for them only in the lists of cached families: node_arena's batch_store.)
   static constexpr int max_batches = 16;
-  free_block* batches[max_batches][transfer_batch] = {};
+  free_block* (*batches)[transfer_batch] = nullptr;
   int batch_count = 0;
   slab_header* partial = nullptr;  // the slabs with blocks in their free lists, doubly linked
   slab_header* spare = nullptr;    // one of them whose blocks are all free, kept with its pages
@@ -252,6 +262,11 @@ struct node_arena {
   central_list lists[family_count][class_count];
   std::mutex pool_lock;                     // taken after a list's lock, never before
   slab_header* pool[family_count] = {};     // slabs given back, their pages with the kernel
+  free_block* batch_store[cached_families][class_count][central_list::max_batches][transfer_batch] = {};
+  node_arena() noexcept {
+    for (int f = 0; f < cached_families; ++f)
+      for (int c = 0; c < class_count; ++c) lists[f][c].batches = batch_store[f][c];
+  }
 };
 
 /// mbind a fresh mapping to one node. MPOL_PREFERRED when not strict.
@@ -897,7 +912,7 @@ inline void flush_thread_cache(void* cache) noexcept {
   auto* t = static_cast<thread_cache*>(cache);
   t->state = thread_cache::gone;
   for (int n = 0; n < cached_nodes; ++n)
-    for (int f = 0; f < family_count; ++f)
+    for (int f = 0; f < cached_families; ++f)
       for (int c = 0; c < class_count; ++c)
         if (thread_cache::bin& b = t->bins[cache_bin_of(n, f, c)]; b.head != nullptr) {
           central_give(n, f, c, b.head);
@@ -965,8 +980,9 @@ inline bool take_batch(int node, int f, int c, free_block* (&out)[transfer_batch
 /// inline fast path of small_allocate and of the heap by kind).
 inline void* cached_block(int node, int f, int c) noexcept {
   thread_cache& t = tcache;
-  if (static_cast<unsigned>(node) >= static_cast<unsigned>(cached_nodes) || t.state != thread_cache::live) return nullptr;
-  thread_cache::bin& b = t.bins[cache_bin_of(node, f, c)];
+  const std::uint32_t bin = cache_bin_of(node, f, c);
+  if (bin >= cache_bins || t.state != thread_cache::live) return nullptr;
+  thread_cache::bin& b = t.bins[bin];
   free_block* blk = b.head;
   if (blk == nullptr) return nullptr;
   b.head = blk->next;
@@ -978,7 +994,7 @@ inline void* cached_block(int node, int f, int c) noexcept {
 inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcept {
   if (void* p = cached_block(node, f, c)) return p;
   free_block* blk = nullptr;
-  if (node < cached_nodes) {
+  if (cache_bin_of(node, f, c) < cache_bins) {
     blk = refill_and_take(node, f, c, ec);
   } else {
     std::uint32_t got = 0;
@@ -1001,7 +1017,7 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
   central_list& list = arena_of(node).lists[f][c];  // exists: the blocks came from it
   {
     std::lock_guard<std::mutex> guard(list.lock);
-    if (list.batch_count < central_list::max_batches) {
+    if (list.batches != nullptr && list.batch_count < central_list::max_batches) {
       free_block** slot = list.batches[list.batch_count++];
       for (free_block* blk = give; blk != nullptr; blk = blk->next) *slot++ = blk;
       return;
@@ -1030,12 +1046,12 @@ inline void push_to_bin(thread_cache::bin& b, free_block* blk, int node, int f, 
 }
 
 /// A checked block that the calling thread's cache cannot take: the exit hook is set first,
-/// or the thread's cache is gone, or the node is not cached (out of line: each free of a
-/// node above cached_nodes comes here).
+/// or the thread's cache is gone, or the node or family is not cached (out of line: each free
+/// of a node above cached_nodes, or of an interleave, fastest or capacity block, comes here).
 [[gnu::noinline]] inline void small_free_slow(free_block* blk, int node, int f, int c) noexcept {
   if (tcache.state == thread_cache::fresh) hook_thread_cache();
-  if (node < cached_nodes && tcache.state == thread_cache::live) {
-    push_to_bin(tcache.bins[cache_bin_of(node, f, c)], blk, node, f, c);
+  if (const std::uint32_t bin = cache_bin_of(node, f, c); bin < cache_bins && tcache.state == thread_cache::live) {
+    push_to_bin(tcache.bins[bin], blk, node, f, c);
     return;
   }
   blk->next = nullptr;
@@ -1126,7 +1142,8 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
     while (id < t.spreads.size() && t.spread_users[id] != 0) ++id;
     try {
       if (id == t.spreads.size()) {
-        t.spread_users.reserve(id + 1);  // both grow, or neither
+        t.spreads.reserve(2 * id + 1);  // doubling; both reserved before either grows
+        t.spread_users.reserve(2 * id + 1);
         t.spreads.push_back(std::move(nodes));
         t.spread_users.push_back(0);
       } else {
@@ -1174,6 +1191,8 @@ inline void release_spread(arena_table& t, const arena_table::large_block& b) no
   try {
     std::lock_guard<std::mutex> guard(t.large_lock);
     // An entry left at this address means its block was unmapped behind our back: replaced.
+    if (const auto stale = t.large.find(reinterpret_cast<std::uintptr_t>(p)); stale != t.large.end())
+      release_spread(t, stale->second);
     t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p),
                              arena_table::large_block{len, mapping_granule(o), key, epoch, extent_key{node, o.strict}, 0,
                                                       o.counted_when_mapped, o.kind});
@@ -1216,9 +1235,11 @@ inline void release_spread(arena_table& t, const arena_table::large_block& b) no
 /// The large block at `p` resized to `bytes` without copying: in place where its own pages or
 /// the kept pages right after it allow (the tail of a smaller block is kept), else by moving
 /// its mapping (mremap: its pages and memory policy go with it). nullptr, the block untouched,
-/// when it cannot be: a block of explicit huge pages, one whose placement split it into several
-/// mappings (the kernel moves one mapping at a time), or no room in the address space. A
-/// next-touch arming of the block is undone first: its addresses may change.
+/// when it cannot be: a block of explicit huge pages, one spread over several nodes
+/// (interleaved, or a tier's segments: its counts per node would no longer say where its pages
+/// are), one whose placement split it into several mappings (the kernel moves one mapping at a
+/// time), or no room in the address space. A next-touch arming of the block is undone first:
+/// its addresses may change.
 [[gnu::noinline]] inline void* remap_large(void* p, std::size_t bytes) noexcept {
   const std::size_t ps = page_size();
   const std::size_t len = align_up(bytes, ps);
@@ -1238,7 +1259,7 @@ inline void release_spread(arena_table& t, const arena_table::large_block& b) no
     if (it == t.large.end()) heap_misuse("resize of a block freed while it was resized", p);
   }
   arena_table::large_block& b = it->second;
-  if (b.granule != ps) return nullptr;
+  if (b.granule != ps || b.spread != 0) return nullptr;
   if (pages_reusable(b) && len < reusable_bytes()) {
     if (len < b.len) {
       t.spare.give(at + len, b.len - len, b.key, steady_now_ns());
@@ -1261,19 +1282,28 @@ inline void release_spread(arena_table& t, const arena_table::large_block& b) no
   entry.key() = reinterpret_cast<std::uintptr_t>(r.value);
   entry.mapped().len = len;
   if (len >= reusable_bytes()) entry.mapped().key = extent_key{};
-  t.large.erase(entry.key());  // an entry left there: a block unmapped behind our back
+  if (const auto stale = t.large.find(entry.key()); stale != t.large.end()) {  // a block unmapped behind our back
+    release_spread(t, stale->second);
+    t.large.erase(stale);
+  }
   t.large.insert(std::move(entry));
   return r.value;
 }
 
-/// The node and strictness the large block at `p` was mapped with. Aborts with a message for a
-/// pointer that is not a live large block.
-inline extent_key large_placement(const void* p) noexcept {
+/// How a live large block was placed: the node and strictness it was mapped with, and the kind
+/// it counts for.
+struct placed_block {
+  extent_key placed;
+  heap_kind kind;
+};
+/// How the large block at `p` was placed. Aborts with a message for a pointer that is not a
+/// live large block.
+inline placed_block large_placement(const void* p) noexcept {
   arena_table& t = arena_table::instance();
   std::lock_guard<std::mutex> guard(t.large_lock);
   const auto it = t.large.find(reinterpret_cast<std::uintptr_t>(p));
   if (it == t.large.end()) heap_misuse("resize of a pointer numaaff did not allocate, or of a freed block", p);
-  return it->second.placed;
+  return {it->second.placed, it->second.kind};
 }
 
 /// Memory for `bytes` aligned to `align` on `node`; nullptr and ec on failure.
