@@ -136,13 +136,12 @@ void* hbw_calloc(size_t nmemb, size_t size) noexcept {
 
 void* hbw_realloc(void* ptr, size_t size) noexcept {
   if (ptr == nullptr) return hbw_malloc(size);
-  // A BIND block that grows goes the allocation's way, which refuses what the node cannot hold.
-  const int mode = policy.load(std::memory_order_relaxed);
+  // A block that grows goes the allocation's way: BIND refuses what the node cannot hold,
+  // PREFERRED spills in bandwidth order (grown in place, the kernel's fallback would place the
+  // new pages), INTERLEAVE spreads the new block. Shrinking keeps it where it is.
   return numaaff::detail::reallocate_with(
       ptr, size, [](std::size_t n) { return hbw_malloc(n); },
-      [mode](numaaff::detail::placed_block, std::size_t have, std::size_t n) {
-        return n <= have || mode == HBW_POLICY_PREFERRED || mode == HBW_POLICY_INTERLEAVE;
-      });
+      [](numaaff::detail::placed_block, std::size_t have, std::size_t n) { return n <= have; });
 }
 
 void hbw_free(void* ptr) noexcept { numaaff::deallocate(ptr); }

@@ -53,7 +53,8 @@
  * they place like: node_allocator as on a node, local_allocator as local, interleave_allocator
  * as interleave, tier_allocator as capacity for memory_attribute::capacity, else as fastest;
  * in C, numaaff_alloc_onnode as on a node, numaaff_alloc_local as local; hbw_malloc's BIND
- * blocks as on a node, the caller's high-bandwidth one, its PREFERRED ones as fastest).
+ * blocks as on a node, the caller's high-bandwidth one, its PREFERRED ones as fastest, its
+ * INTERLEAVE ones as interleave).
  * Words 18-23 came after the format's first rows: a reader takes a word a row lacks (a row
  * of 18 words, or of 19 from before the heap's kinds) as 0.
  * Steal matrix: word [t * N + v] counts tasks workers of node row t took from node row v.

@@ -326,6 +326,9 @@ inline void* reallocate(const kind& k, void* p, std::size_t bytes) {
     // The same kind too: a block resized in place keeps counting for the kind it was made as.
     if (b.placed.node != detail::kind_node(k) || b.placed.strict != k.is_strict() || b.kind != detail::heap_kind_of(k.where()))
       return false;
+    // A preferred tier block grows through tier_allocate, which spills in attribute order; grown
+    // in place, its new pages would go where the kernel's fallback sends them.
+    if (!k.is_strict() && (k.where() == kind::target::fastest || k.where() == kind::target::capacity)) return n <= have;
     return n <= have || detail::kind_has_room(k, b.placed.node, n - have);
   };
   return detail::reallocate_with(p, bytes, [&](std::size_t n) { return detail::kind_allocate(k, n, align); }, same_placement);

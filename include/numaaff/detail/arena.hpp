@@ -29,6 +29,7 @@
 #include "armed_ranges.hpp"
 #include "cgroup_memory.hpp"
 #include "counters.hpp"
+#include "futex.hpp"
 #include "numa_calls.hpp"
 #include "page.hpp"
 #include "proc_files.hpp"
@@ -209,7 +210,7 @@ struct slab_header {
   int node;
   int size_class;
   int family;  // family_of the placement its blocks were asked with
-  /// The thread caches' bin of its blocks (cache_bin_of), cache_bins when its node has none:
+  /// The thread caches' bin of its blocks (cache_bin_of), cache_bins when its node or family has none:
   /// a free finds its bin with one load.
   std::uint32_t cache_bin;
   /// End of the blocks carved so far (offset from the slab start): written under the list's
@@ -232,7 +233,7 @@ inline std::uint32_t blocks_per_slab(int c) noexcept {
 }
 
 struct central_list {
-  std::mutex lock;
+  futex_lock lock;  // not a std::mutex: the fork handler holds every list's (futex_lock says why)
   // Whole batches that thread caches handed back, as arrays of block addresses, handed out
   // whole again. A thread that allocates what another frees then links the blocks itself,
   // with stores that do not wait on each other, instead of following a chain whose every
@@ -779,7 +780,7 @@ inline free_block* central_take(int node, int f, int c, std::uint32_t want, std:
   }
   central_list* list = &arena->lists[f][c];
   const std::size_t size = class_bytes(c);
-  std::lock_guard<std::mutex> guard(list->lock);
+  std::lock_guard<futex_lock> guard(list->lock);
   free_block* chain = nullptr;
   while (got < want && list->partial != nullptr) {
     slab_header* h = list->partial;
@@ -823,7 +824,7 @@ inline void central_give(int node, int f, int c, free_block* chain) noexcept {
   const std::uint32_t all = blocks_per_slab(c);
   slab_header* emptied = nullptr;
   {
-    std::lock_guard<std::mutex> guard(list.lock);
+    std::lock_guard<futex_lock> guard(list.lock);
     while (chain != nullptr) {
       free_block* next = chain->next;
       slab_header* h = slab_of(chain);
@@ -896,7 +897,7 @@ inline void drain_batches(int node, int f, int c) noexcept {
   central_list& list = arena->lists[f][c];
   free_block* chain = nullptr;
   {
-    std::lock_guard<std::mutex> guard(list.lock);
+    std::lock_guard<futex_lock> guard(list.lock);
     for (; list.batch_count > 0; --list.batch_count)
       for (free_block* blk : list.batches[list.batch_count - 1]) {
         blk->next = chain;
@@ -949,7 +950,7 @@ inline bool take_batch(int node, int f, int c, free_block* (&out)[transfer_batch
   node_arena* arena = arena_table::instance().arenas[node].load(std::memory_order_acquire);
   if (arena == nullptr) return false;
   central_list& list = arena->lists[f][c];
-  std::lock_guard<std::mutex> guard(list.lock);
+  std::lock_guard<futex_lock> guard(list.lock);
   if (list.batch_count == 0) return false;
   std::memcpy(out, list.batches[--list.batch_count], sizeof out);
   return true;
@@ -1016,7 +1017,7 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
   b.count -= transfer_batch;
   central_list& list = arena_of(node).lists[f][c];  // exists: the blocks came from it
   {
-    std::lock_guard<std::mutex> guard(list.lock);
+    std::lock_guard<futex_lock> guard(list.lock);
     if (list.batches != nullptr && list.batch_count < central_list::max_batches) {
       free_block** slot = list.batches[list.batch_count++];
       for (free_block* blk = give; blk != nullptr; blk = blk->next) *slot++ = blk;
@@ -1191,8 +1192,10 @@ inline void release_spread(arena_table& t, const arena_table::large_block& b) no
   try {
     std::lock_guard<std::mutex> guard(t.large_lock);
     // An entry left at this address means its block was unmapped behind our back: replaced.
-    if (const auto stale = t.large.find(reinterpret_cast<std::uintptr_t>(p)); stale != t.large.end())
+    if (const auto stale = t.large.find(reinterpret_cast<std::uintptr_t>(p)); stale != t.large.end()) {
+      count_large(t, stale->second, stale->second.len, 0);  // before its spread goes: it reads it
       release_spread(t, stale->second);
+    }
     t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p),
                              arena_table::large_block{len, mapping_granule(o), key, epoch, extent_key{node, o.strict}, 0,
                                                       o.counted_when_mapped, o.kind});
@@ -1283,6 +1286,7 @@ inline void release_spread(arena_table& t, const arena_table::large_block& b) no
   entry.mapped().len = len;
   if (len >= reusable_bytes()) entry.mapped().key = extent_key{};
   if (const auto stale = t.large.find(entry.key()); stale != t.large.end()) {  // a block unmapped behind our back
+    count_large(t, stale->second, stale->second.len, 0);
     release_spread(t, stale->second);
     t.large.erase(stale);
   }

@@ -116,4 +116,29 @@ class spin_lock {
   std::atomic<bool> flag_{false};
 };
 
+/**
+ * A mutex on one futex word (0 free, 1 held, 2 held with sleepers), as glibc's: for the heap's
+ * many central lists, which the fork handler holds all at once. Such a lock is only atomics to
+ * ThreadSanitizer, whose deadlock detector cannot follow a thread holding more than 64
+ * mutexes; its happens-before edges stay. Meets BasicLockable (std::lock_guard).
+ */
+class futex_lock {
+ public:
+  void lock() noexcept {
+    std::uint32_t seen = 0;
+    if (word_.compare_exchange_strong(seen, 1, std::memory_order_acquire, std::memory_order_relaxed)) return;
+    if (seen != 2) seen = word_.exchange(2, std::memory_order_acquire);
+    while (seen != 0) {
+      futex_wait(word_, 2);
+      seen = word_.exchange(2, std::memory_order_acquire);
+    }
+  }
+  void unlock() noexcept {
+    if (word_.exchange(0, std::memory_order_release) == 2) futex_wake(word_, 1);
+  }
+
+ private:
+  std::atomic<std::uint32_t> word_{0};
+};
+
 }  // namespace numaaff::detail
