@@ -1162,8 +1162,10 @@ inline void spread_large(void* p, arena_table::spread nodes) noexcept {
   count_large(t, it->second, 0, it->second.len);
 }
 
-/// What a large block's spread no longer needs once its entry is gone (large_lock held).
-inline void release_spread(arena_table& t, const arena_table::large_block& b) noexcept {
+/// A large block whose entry is gone: its bytes leave the counters, then its spread (which
+/// count_large reads) loses a user (large_lock held).
+inline void forget_large(arena_table& t, const arena_table::large_block& b) noexcept {
+  count_large(t, b, b.len, 0);
   if (b.spread != 0 && b.spread <= t.spread_users.size()) --t.spread_users[b.spread - 1];
 }
 
@@ -1192,10 +1194,8 @@ inline void release_spread(arena_table& t, const arena_table::large_block& b) no
   try {
     std::lock_guard<std::mutex> guard(t.large_lock);
     // An entry left at this address means its block was unmapped behind our back: replaced.
-    if (const auto stale = t.large.find(reinterpret_cast<std::uintptr_t>(p)); stale != t.large.end()) {
-      count_large(t, stale->second, stale->second.len, 0);  // before its spread goes: it reads it
-      release_spread(t, stale->second);
-    }
+    if (const auto stale = t.large.find(reinterpret_cast<std::uintptr_t>(p)); stale != t.large.end())
+      forget_large(t, stale->second);
     t.large.insert_or_assign(reinterpret_cast<std::uintptr_t>(p),
                              arena_table::large_block{len, mapping_granule(o), key, epoch, extent_key{node, o.strict}, 0,
                                                       o.counted_when_mapped, o.kind});
@@ -1223,8 +1223,7 @@ inline void release_spread(arena_table& t, const arena_table::large_block& b) no
     heap_misuse("free with a size that does not match the block's", p);
   const arena_table::large_block b = it->second;
   t.large.erase(it);
-  count_large(t, b, b.len, 0);
-  release_spread(t, b);
+  forget_large(t, b);
   if (pages_reusable(b)) {
     t.spare.give(at, b.len, b.key, steady_now_ns());
     return;
@@ -1286,8 +1285,7 @@ inline void release_spread(arena_table& t, const arena_table::large_block& b) no
   entry.mapped().len = len;
   if (len >= reusable_bytes()) entry.mapped().key = extent_key{};
   if (const auto stale = t.large.find(entry.key()); stale != t.large.end()) {  // a block unmapped behind our back
-    count_large(t, stale->second, stale->second.len, 0);
-    release_spread(t, stale->second);
+    forget_large(t, stale->second);
     t.large.erase(stale);
   }
   t.large.insert(std::move(entry));
