@@ -252,6 +252,58 @@ TEST(ExecPolicy, TheLeastUnfinishedWorkPerWorkerTiesRotating) {
         << "start " << r.start;
 }
 
+// A dataflow task whose bytes several nodes share equally goes to the least busy of them:
+// only the candidates count, per worker, ties to the earliest candidate.
+TEST(StealPlan, LeastLoadedOfChoosesAmongTheCandidatesOnly) {
+  using numaaff::detail::steal_plan;
+  const std::size_t load[] = {0, 5, 2, 2, 6};
+  const std::size_t workers[] = {1, 1, 1, 1, 2};
+  struct row {
+    std::vector<std::size_t> candidates;
+    std::size_t want;
+  };
+  const row rows[] = {
+      {{1, 2}, 2},     // node 0 is idler but not a candidate
+      {{3, 2}, 3},     // equal loads: the earliest candidate
+      {{1, 4}, 4},     // 6 / 2 workers < 5 / 1
+      {{4, 1, 3}, 3},
+      {{1}, 1},
+  };
+  for (const row& r : rows)
+    EXPECT_EQ(steal_plan::least_loaded_of(
+                  r.candidates.size(), [&](std::size_t k) { return r.candidates[k]; }, [&](std::size_t i) { return load[i]; },
+                  [&](std::size_t i) { return workers[i]; }),
+              r.want);
+}
+
+// A node whose data-placed tasks run longer than its distance delay is waited for the remote
+// cost of one of them: (distance - 10) / 10 of a task time; never less than the distance delay,
+// free stealing stays free, and no measurement keeps the distance delay.
+TEST(StealPlan, TaskScaledDelayIsTheRemoteCostOfOneTaskAtLeast) {
+  using numaaff::detail::steal_plan;
+  using numaaff::detail::steal_source;
+  struct row {
+    std::uint64_t delay_ns;
+    int beyond;
+    std::uint64_t task_ns, want;
+  };
+  constexpr std::uint64_t huge = std::numeric_limits<std::uint64_t>::max();
+  const row rows[] = {
+      {50'000, 10, 7'000'000, 7'000'000},  // 10/20: one task time
+      {50'000, 20, 7'000'000, 14'000'000},  // 10/30: two
+      {50'000, 10, 20'000, 50'000},         // short tasks: the distance delay
+      {50'000, 10, 0, 50'000},              // nothing measured
+      {0, 10, 7'000'000, 0},                // free stealing
+      {50'000, 10, huge, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())},  // saturated
+  };
+  for (const row& r : rows)
+    EXPECT_EQ(steal_plan::task_scaled_delay(steal_source{1, r.delay_ns, r.beyond, 10}, r.task_ns), r.want)
+        << r.delay_ns << " " << r.beyond << " " << r.task_ns;
+  EXPECT_EQ(steal_plan::averaged(0, 800), 800u);
+  EXPECT_EQ(steal_plan::averaged(800, 1600), 900u);
+  EXPECT_EQ(steal_plan::averaged(800, 800), 800u);
+}
+
 // static_part_of is static_block's inverse, for ranges shorter and longer than the team.
 TEST(IndexPartition, StaticPartOfIsTheInverseOfStaticBlock) {
   for (std::size_t n : {1u, 2u, 5u, 12u, 13u, 1000u})

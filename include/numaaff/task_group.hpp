@@ -23,7 +23,8 @@
  * it, where local allocators place its memory) is the pool node nearest to the node holding
  * the largest share of its declared bytes, as the data directory knows it (what numaaff placed
  * or saw placed, checked by sampled page queries once it may be stale); bytes nobody has
- * touched count for nobody, and if none are known the node policy decides. A task that writes
+ * touched count for nobody, and if none are known the node policy decides; of nodes holding
+ * equal shares, the least busy when the task becomes ready. A task that writes
  * untouched bytes places them where it runs (first touch), and the directory remembers it for
  * the readers after it. Like any task it may be stolen after the distance delay, keeping its
  * homenode. A task that throws still releases its dependents (they run); the first exception

@@ -14,6 +14,7 @@
 #include "dependences.hpp"
 #include "scheduler.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -176,6 +177,7 @@ class flow_state {
     std::size_t best = steal_plan::no_node;
     if (sched_.plan().node_count() == 1) best = 0;
     else if (sched_.kernel_nodes()) best = data_majority(t);
+    t.timed = best != steal_plan::no_node && sched_.plan().node_count() > 1;
     if (best == steal_plan::no_node) {
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
       try {
@@ -190,8 +192,9 @@ class flow_state {
     t.home = sched_.plan().node(best);
   }
 
-  /// The pool node index with the most of t's declared bytes per the directory; no_node when
-  /// it knows none. Marks the ranges nobody has touched (for learned()).
+  /// The pool node index with the most of t's declared bytes per the directory (of several
+  /// with equal shares, the least busy); no_node when it knows none. Marks the ranges nobody
+  /// has touched (for learned()).
   std::size_t data_majority(flow_base& t) noexcept {
     constexpr std::size_t most = 32;
     std::size_t index[most];
@@ -214,11 +217,15 @@ class flow_state {
       }
       weight[k] += r.end - r.begin;
     }
-    std::size_t best = steal_plan::no_node;
     std::uint64_t best_weight = 0;
+    for (std::size_t k = 0; k < distinct; ++k) best_weight = std::max(best_weight, weight[k]);
+    if (best_weight == 0) return steal_plan::no_node;
+    // Nodes holding equal shares are equally near the task's data: the least busy of them
+    // takes it, which balances nodes that hold unequal numbers of tiles at no cost in placement.
+    std::size_t tied = 0;
     for (std::size_t k = 0; k < distinct; ++k)
-      if (weight[k] > best_weight) best = index[k], best_weight = weight[k];
-    return best;
+      if (weight[k] == best_weight) index[tied++] = index[k];
+    return tied == 1 ? index[0] : sched_.least_busy(index, tied);
   }
 
   static inline thread_local dep_node* ready_list = nullptr;

@@ -55,6 +55,7 @@ struct pool_task {
   virtual void execute() = 0;
   int home = -1;
   bool bound = false;  // runs on its homenode's workers only
+  bool timed = false;  // placed by its data: its run time sets its node's steal delay (task_ns)
   group_state* group = nullptr;
 
   // Small tasks (nearly all) come from the recycling block cache: a task is usually freed by
@@ -134,6 +135,9 @@ struct pool_node {
   // Tasks outside threads ran here while they waited (help_until_done): counted as its
   // workers' are, in tasks_run and stats().executed.
   std::atomic<std::uint64_t> helped{0};
+  // The recent run time of its data-placed (timed) tasks, a running average; 0 when none ran.
+  // What a task waiting here costs, for thieves' delays (steal_plan::task_scaled_delay).
+  std::atomic<std::uint64_t> task_ns{0};
   event_count sleep;
 };
 
@@ -265,6 +269,19 @@ class scheduler final : public counter_source {
   std::size_t near_node(int data_node) {
     const std::size_t i = nearest_index(data_node);
     return i != steal_plan::no_node ? i : policy_node();
+  }
+  /// Of node indices `candidates[0 .. count)`, the one with the least work per worker: its
+  /// tasks queued plus its workers running one (a snapshot: the answer may be stale at once,
+  /// which costs only balance). Ties: the earliest candidate.
+  std::size_t least_busy(const std::size_t* candidates, std::size_t count) const noexcept {
+    return steal_plan::least_loaded_of(
+        count, [&](std::size_t k) { return candidates[k]; },
+        [&](std::size_t i) {
+          std::size_t busy = 0;
+          for (const pool_worker* w : nodes_[i]->workers) busy += w->busy.load(std::memory_order_relaxed) ? 1u : 0u;
+          return queued_on(i) + busy;
+        },
+        [&](std::size_t i) { return nodes_[i]->workers.size(); });
   }
   /// The pool node index nearest to kernel node `data_node`; steal_plan::no_node when the node
   /// is unknown (-1, outside the topology) or the pool's nodes are logical.
@@ -777,9 +794,11 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
   for (const steal_source& r : config_.plan.remotes(self.node_index)) {
     const std::size_t ri = r.node_index;
     if (!has_stealable(ri)) continue;
-    if (r.delay_ns != 0 && idle_since != 0 && now == 0) now = monotonic_ns();
+    steal_source s = r;
+    s.delay_ns = steal_plan::task_scaled_delay(r, nodes_[ri]->task_ns.load(std::memory_order_relaxed));
+    if (s.delay_ns != 0 && idle_since != 0 && now == 0) now = monotonic_ns();
     const steal_decision d =
-        steal_plan::steal_rule(r, idle_since, now, [&] { return has_idle_workers(ri); }, [&] { return backlog_of(ri); });
+        steal_plan::steal_rule(s, idle_since, now, [&] { return has_idle_workers(ri); }, [&] { return backlog_of(ri); });
     if (!d.take) {
       deadline = std::min(deadline, d.look_again_at);
       continue;
@@ -805,6 +824,10 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   const homenode_state saved = thread_home;
   thread_home = {t->home, config_.kernel_nodes};
   group_state* g = t->group;
+  // Timed from a worker only (an outside helper's clock reads would be the caller's cost);
+  // a task that waits for its children inside counts their time too: a longer delay there.
+  const std::size_t timed_node = t->timed && self != nullptr ? index_of(t->home) : steal_plan::no_node;
+  const std::uint64_t began = timed_node != steal_plan::no_node ? monotonic_ns() : 0;
   if (g != nullptr && g->cancel_requested.load(std::memory_order_relaxed)) {
     g->cancelled.store(true, std::memory_order_relaxed);  // task_group::cancel(): not run, and said so
   } else {
@@ -819,6 +842,10 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
 #endif
   }
   thread_home = saved;
+  if (timed_node != steal_plan::no_node) {
+    std::atomic<std::uint64_t>& avg = nodes_[timed_node]->task_ns;  // racing updates lose a sample: harmless
+    avg.store(steal_plan::averaged(avg.load(std::memory_order_relaxed), monotonic_ns() - began), std::memory_order_relaxed);
+  }
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
   // An outside helper's run counts before the finish (a waiter may read the counts then).
   if (self == nullptr) nodes_[index_of(t->home)]->helped.fetch_add(1, std::memory_order_relaxed);

@@ -7,6 +7,9 @@
 // - remote(a): the pool's other nodes in order of distance from a (the thief's row), each with
 //   its delay  unit * (distance(a, b) - 10) / 10  (zero under steal_mode::free; no remotes at
 //   all under local_only), exact and saturated at nanoseconds::max() ("never").
+// - task_scaled_delay: a node whose data-placed tasks take longer than its distance delay is
+//   waited for (distance - 10) / 10 of one of its tasks instead, the remote cost the backlog
+//   rule below assumes; its starvation bound scales with it.
 // - A worker may take a remote node's work (steal_rule) when the delay is zero; otherwise only
 //   once it has been idle for the delay, only while that node has no worker free to take the
 //   work itself (then it looks again one delay later), and only when that node's queued work
@@ -19,6 +22,8 @@
 // - wake_after(a, bound): whom to wake when a's own workers are all busy: the nodes nearest to a
 //   (their rows towards a); nobody for bound work or under local_only.
 // - exec: the node with the least unfinished work per worker, ties from a rotating start.
+// - least_loaded_of: the same choice among given candidates (a dataflow task whose declared
+//   bytes are shared equally by several nodes goes to the least busy of them).
 // - fork fallback: a homenode outside the pool maps to the nearest pool node.
 #pragma once
 
@@ -156,6 +161,27 @@ class steal_plan {
     return bound || local_only_ ? nobody_ : thieves_[home];
   }
 
+  /**
+   * The delay before a thief may take remote node r's work when r's data-placed tasks take
+   * `task_ns` each: the remote cost of one of them (beyond / local of a task time), if that is
+   * longer than r's distance delay. A thief that has waited that long has lost what running
+   * the task remote would cost; before, the home node may yet start it, or new work of the
+   * thief's own node arrive. Zero stays zero (free stealing); task_ns 0 (none measured) keeps
+   * the distance delay.
+   */
+  static std::uint64_t task_scaled_delay(const steal_source& r, std::uint64_t task_ns) noexcept {
+    if (r.delay_ns == 0 || task_ns == 0) return r.delay_ns;
+    constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+    const auto scaled = static_cast<std::uint64_t>(
+        distance_delay_ns(static_cast<std::int64_t>(std::min(task_ns, max)), r.local + r.beyond, r.local));
+    return std::max(r.delay_ns, scaled);
+  }
+
+  /// A running average of task times: each sample weighs 1/8; the first is taken whole.
+  static std::uint64_t averaged(std::uint64_t average, std::uint64_t sample) noexcept {
+    return average == 0 ? sample : average - average / 8 + sample / 8;
+  }
+
   /// Idle for this many delays, a thief takes a node's queued work however short its queue.
   /// A fixed bound, not one that grows with what the node is doing: a task blocked on a
   /// future of its own child must see the child stolen in the end.
@@ -210,15 +236,26 @@ class steal_plan {
   template <class Unfinished, class Workers>
   std::size_t least_loaded(std::size_t start, Unfinished&& unfinished, Workers&& workers) const {
     const std::size_t count = nodes_.size();
-    std::size_t best = start % count;
+    return least_loaded_of(
+        count, [&](std::size_t k) { return (start + k) % count; }, unfinished, workers);
+  }
+
+  /**
+   * Of the `count` candidates `candidate(0) .. candidate(count - 1)` (node indices), the one
+   * with the least `load(i)` per worker (`workers(i)`); ties go to the earliest candidate.
+   * A node with no workers counts as one worker.
+   */
+  template <class Candidate, class Load, class Workers>
+  static std::size_t least_loaded_of(std::size_t count, Candidate&& candidate, Load&& load, Workers&& workers) {
+    std::size_t best = candidate(0);
     std::int64_t best_load = 0, best_workers = 1;
     for (std::size_t k = 0; k < count; ++k) {
-      const std::size_t i = (start + k) % count;
-      const std::int64_t load = unfinished(i);
-      const auto w = static_cast<std::int64_t>(workers(i));
-      if (k == 0 || load * best_workers < best_load * w) {
+      const std::size_t i = candidate(k);
+      const std::int64_t l = static_cast<std::int64_t>(load(i));
+      const auto w = std::max<std::int64_t>(static_cast<std::int64_t>(workers(i)), 1);
+      if (k == 0 || l * best_workers < best_load * w) {
         best = i;
-        best_load = load;
+        best_load = l;
         best_workers = w;
       }
     }
