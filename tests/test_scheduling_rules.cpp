@@ -285,7 +285,7 @@ TEST(StealPlan, TaskScaledDelayIsTheRemoteCostOfOneTaskAtLeast) {
   struct row {
     std::uint64_t delay_ns;
     int beyond;
-    std::uint64_t task_ns, want;
+    std::uint64_t task_ns, want, since_ns = 0;
   };
   constexpr std::uint64_t huge = std::numeric_limits<std::uint64_t>::max();
   const row rows[] = {
@@ -295,9 +295,13 @@ TEST(StealPlan, TaskScaledDelayIsTheRemoteCostOfOneTaskAtLeast) {
       {50'000, 10, 0, 50'000},              // nothing measured
       {0, 10, 7'000'000, 0},                // free stealing
       {50'000, 10, huge, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())},  // saturated
+      {50'000, 10, 7'000'000, 7'000'000, 140'000'000},  // finished one 20 task times ago: still
+      {50'000, 10, 7'000'000, 50'000, 140'000'001},     // longer: the node runs no such tasks now
+      {50'000, 20, 7'000'000, 14'000'000, 280'000'000},
+      {50'000, 20, 7'000'000, 50'000, 280'000'001},
   };
   for (const row& r : rows)
-    EXPECT_EQ(steal_plan::task_scaled_delay(steal_source{1, r.delay_ns, r.beyond, 10}, r.task_ns), r.want)
+    EXPECT_EQ(steal_plan::task_scaled_delay(steal_source{1, r.delay_ns, r.beyond, 10}, r.task_ns, r.since_ns), r.want)
         << r.delay_ns << " " << r.beyond << " " << r.task_ns;
   EXPECT_EQ(steal_plan::averaged(0, 800), 800u);
   EXPECT_EQ(steal_plan::averaged(800, 1600), 900u);

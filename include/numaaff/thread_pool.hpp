@@ -34,7 +34,8 @@
  * of its queued child) and its queue is served. For a node whose tasks placed by their data
  * (task_group's accesses) run longer than the delay, the delay is (d - 10) / 10 of their
  * recent run time instead (a running average), the remote cost that rule assumes: a thief
- * waits out what stealing would cost, and the bound of 20 is 20 such tasks. A stolen task keeps its homenode, so its
+ * waits out what stealing would cost, and the bound of 20 is 20 such tasks (after 20 such
+ * task times with none finished there, the plain delay again). A stolen task keeps its homenode, so its
  * memory and, under `fork`, its children go home. A
  * worker that finds nothing spins for `spin` (one per two workers of a node; the others do not
  * spin) and then sleeps on a futex: an idle pool uses no CPU. Submitting wakes a sleeping worker of the task's node, or, if that node has none, the

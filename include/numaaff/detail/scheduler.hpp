@@ -138,6 +138,7 @@ struct pool_node {
   // The recent run time of its data-placed (timed) tasks, a running average; 0 when none ran.
   // What a task waiting here costs, for thieves' delays (steal_plan::task_scaled_delay).
   std::atomic<std::uint64_t> task_ns{0};
+  std::atomic<std::uint64_t> task_end_ns{0};  // when the last of them finished (monotonic_ns)
   event_count sleep;
 };
 
@@ -795,7 +796,11 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
     const std::size_t ri = r.node_index;
     if (!has_stealable(ri)) continue;
     steal_source s = r;
-    s.delay_ns = steal_plan::task_scaled_delay(r, nodes_[ri]->task_ns.load(std::memory_order_relaxed));
+    if (const std::uint64_t tn = nodes_[ri]->task_ns.load(std::memory_order_relaxed); tn != 0) {
+      if (now == 0) now = monotonic_ns();
+      const std::uint64_t end = nodes_[ri]->task_end_ns.load(std::memory_order_relaxed);
+      s.delay_ns = steal_plan::task_scaled_delay(r, tn, now > end ? now - end : 0);
+    }
     if (s.delay_ns != 0 && idle_since != 0 && now == 0) now = monotonic_ns();
     const steal_decision d =
         steal_plan::steal_rule(s, idle_since, now, [&] { return has_idle_workers(ri); }, [&] { return backlog_of(ri); });
@@ -843,8 +848,10 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   }
   thread_home = saved;
   if (timed_node != steal_plan::no_node) {
-    std::atomic<std::uint64_t>& avg = nodes_[timed_node]->task_ns;  // racing updates lose a sample: harmless
-    avg.store(steal_plan::averaged(avg.load(std::memory_order_relaxed), monotonic_ns() - began), std::memory_order_relaxed);
+    pool_node& tn = *nodes_[timed_node];  // racing updates lose a sample: harmless
+    const std::uint64_t end = monotonic_ns();
+    tn.task_ns.store(steal_plan::averaged(tn.task_ns.load(std::memory_order_relaxed), end - began), std::memory_order_relaxed);
+    tn.task_end_ns.store(end, std::memory_order_relaxed);
   }
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
   // An outside helper's run counts before the finish (a waiter may read the counts then).

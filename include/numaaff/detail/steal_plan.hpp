@@ -9,7 +9,8 @@
 //   all under local_only), exact and saturated at nanoseconds::max() ("never").
 // - task_scaled_delay: a node whose data-placed tasks take longer than its distance delay is
 //   waited for (distance - 10) / 10 of one of its tasks instead, the remote cost the backlog
-//   rule below assumes; its starvation bound scales with it.
+//   rule below assumes; its starvation bound scales with it. A node that has finished none of
+//   them for that bound is waited for its distance delay again.
 // - A worker may take a remote node's work (steal_rule) when the delay is zero; otherwise only
 //   once it has been idle for the delay, only while that node has no worker free to take the
 //   work itself (then it looks again one delay later), and only when that node's queued work
@@ -166,15 +167,18 @@ class steal_plan {
    * `task_ns` each: the remote cost of one of them (beyond / local of a task time), if that is
    * longer than r's distance delay. A thief that has waited that long has lost what running
    * the task remote would cost; before, the home node may yet start it, or new work of the
-   * thief's own node arrive. Zero stays zero (free stealing); task_ns 0 (none measured) keeps
-   * the distance delay.
+   * thief's own node arrive. `since_ns`: how long ago r last finished such a task; once that
+   * is over starve_delays of the scaled delay, r no longer runs them (or its workers are held)
+   * and the distance delay holds again. Zero stays zero (free stealing); task_ns 0 (none
+   * measured) keeps the distance delay.
    */
-  static std::uint64_t task_scaled_delay(const steal_source& r, std::uint64_t task_ns) noexcept {
+  static std::uint64_t task_scaled_delay(const steal_source& r, std::uint64_t task_ns, std::uint64_t since_ns) noexcept {
     if (r.delay_ns == 0 || task_ns == 0) return r.delay_ns;
     constexpr auto max = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
     const auto scaled = static_cast<std::uint64_t>(
         distance_delay_ns(static_cast<std::int64_t>(std::min(task_ns, max)), r.local + r.beyond, r.local));
-    return std::max(r.delay_ns, scaled);
+    if (scaled <= r.delay_ns || since_ns > times(scaled, starve_delays)) return r.delay_ns;
+    return scaled;
   }
 
   /// A running average of task times: each sample weighs 1/8; the first is taken whole.
