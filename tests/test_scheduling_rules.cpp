@@ -268,6 +268,7 @@ TEST(StealPlan, LeastLoadedOfChoosesAmongTheCandidatesOnly) {
       {{1, 4}, 4},     // 6 / 2 workers < 5 / 1
       {{4, 1, 3}, 3},
       {{1}, 1},
+      {{}, steal_plan::no_node},
   };
   for (const row& r : rows)
     EXPECT_EQ(steal_plan::least_loaded_of(
@@ -306,6 +307,14 @@ TEST(StealPlan, TaskScaledDelayIsTheRemoteCostOfOneTaskAtLeast) {
   EXPECT_EQ(steal_plan::averaged(0, 800), 800u);
   EXPECT_EQ(steal_plan::averaged(800, 1600), 900u);
   EXPECT_EQ(steal_plan::averaged(800, 800), 800u);
+  EXPECT_EQ(steal_plan::averaged(800, 1'000'000), 900u);  // a task that blocked counts as twice the average
+  EXPECT_EQ(steal_plan::averaged(800, 0), 700u);
+  // Task times matter only where some remote steal waits for a delay.
+  EXPECT_TRUE(plan_of(uniform(4, 20)).delayed_stealing());
+  EXPECT_FALSE(plan_of(uniform(4, 20), mode::local_only).delayed_stealing());
+  EXPECT_FALSE(plan_of(uniform(4, 20), mode::free).delayed_stealing());
+  EXPECT_FALSE(plan_of(uniform(1, 20)).delayed_stealing());
+  EXPECT_FALSE(plan_of(uniform(4, 20), mode::distance, microseconds(0)).delayed_stealing());
 }
 
 // static_part_of is static_block's inverse, for ranges shorter and longer than the team.

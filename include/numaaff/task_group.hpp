@@ -11,7 +11,7 @@
  * one node it runs the tasks it submitted itself. A task's homenode is chosen as for
  * thread_pool::submit (the pool's node policy), named by run(node, f) or found from the data
  * it works on by run_near(addr, bytes, f); either way the task may be stolen by another node
- * after the distance delay (thread_pool.hpp).
+ * after the steal delay (thread_pool.hpp).
  *
  * Dataflow. run({accesses...}, f) declares the bytes the task reads and writes
  * (data_access.hpp: in, out, inout, commutative). It starts only after every task run earlier
@@ -26,7 +26,7 @@
  * touched count for nobody, and if none are known the node policy decides; of nodes holding
  * equal shares, the least busy when the task becomes ready. A task that writes
  * untouched bytes places them where it runs (first touch), and the directory remembers it for
- * the readers after it. Like any task it may be stolen after the distance delay, keeping its
+ * the readers after it. Like any task it may be stolen after the steal delay, keeping its
  * homenode. A task that throws still releases its dependents (they run); the first exception
  * is rethrown by wait(). A task that never runs (cancel()) discards its dependents too.
  *

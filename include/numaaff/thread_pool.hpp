@@ -32,14 +32,17 @@
  * one task per worker at distance 20, waits for its own node, unless the thief has been idle
  * for 20 delays: then the home node counts as held (a long task, or one blocked on a future
  * of its queued child) and its queue is served. For a node whose tasks placed by their data
- * (task_group's accesses) run longer than the delay, the delay is (d - 10) / 10 of their
- * recent run time instead (a running average), the remote cost that rule assumes: a thief
- * waits out what stealing would cost, and the bound of 20 is 20 such tasks (after 20 such
- * task times with none finished there, the plain delay again). A stolen task keeps its homenode, so its
- * memory and, under `fork`, its children go home. A
- * worker that finds nothing spins for `spin` (one per two workers of a node; the others do not
- * spin) and then sleeps on a futex: an idle pool uses no CPU. Submitting wakes a sleeping worker of the task's node, or, if that node has none, the
- * nearest node's, which then waits out its delay before stealing.
+ * (task_group's accesses) run longer than the delay, the delay of all its work is
+ * (d - 10) / 10 of their recent run time instead (a running average), the remote cost that
+ * rule assumes: a thief waits out what stealing would cost, and its 20 delays are
+ * 20 * (d - 10) / 10 such task times. Once the node has finished none of them for that long,
+ * the distance delay holds again. A thief that finds, when it takes a task, that the home
+ * node has a worker free after all (it was held up between its look and its take) puts the
+ * task back. A stolen task keeps its homenode, so its memory and, under `fork`, its children
+ * go home. A worker that finds nothing spins for `spin` (one per two workers of a node; the
+ * others do not spin) and then sleeps on a futex: an idle pool uses no CPU. Submitting wakes a
+ * sleeping worker of the task's node, or, if that node has none, the nearest node's, which
+ * then waits out its delay before stealing.
  *
  * Lifetime. A task's exception reaches its future (submit), its task_group (wait() rethrows the
  * first) or, for post(), the pool (wait() rethrows the first); a worker never dies. The
@@ -380,7 +383,8 @@ class thread_pool {
   node_policy policy() const noexcept { return options_.policy; }
   steal_mode steal() const noexcept { return options_.steal; }
   const topology& topo() const noexcept { return *topo_; }
-  /// The remote-steal delay from a worker of `from` to work of `to` (zero for the same node).
+  /// The remote-steal distance delay from a worker of `from` to work of `to` (zero for the
+  /// same node); a node running long dataflow tasks is waited for longer (see the file comment).
   std::chrono::nanoseconds steal_delay(node_id from, node_id to) const;
   /// Remote nodes in the order a worker of `from` visits them.
   std::vector<node_id> steal_order(node_id from) const;

@@ -26,6 +26,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -162,43 +163,51 @@ TEST(DataflowNuma, WithDistanceStealingTheHomenodeStillFollowsTheData) {
 }
 
 // Nodes that hold equal shares of a task's bytes are equally near its data: the least busy of
-// them takes it. Node A's workers are all held in tasks of their own, node B's idle: a task
-// reading one tile of each (A's declared first) runs on B.
+// them takes it. One node's workers are all held in tasks of their own, the other's idle: a
+// task reading one tile of each runs on the idle one, whichever tile it declares first.
 TEST(DataflowNuma, OfNodesHoldingEqualSharesTheLeastBusyTakesTheTask) {
   NUMAAFF_REQUIRE_CPU_NODES(2);
+  std::atomic<std::size_t> held{0};  // before the pool: its tasks read them until it is gone
+  std::atomic<bool> release{false};
   thread_pool_options o;
   o.steal = numaaff::steal_mode::local;
   thread_pool pool(o);
   const node_id a = pool.nodes()[0], b = pool.nodes()[1];
+  const std::size_t pages = tile_bytes / static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   numaaff_test::scratch mem(2 * tile_bytes);
   std::memset(mem.p, 1, mem.bytes);
   numaaff::move_to(mem.p, tile_bytes, a);
   numaaff::move_to(mem.p + tile_bytes, tile_bytes, b);
-  ASSERT_EQ(numaaff_test::query_pages(mem.p, tile_bytes).on(a), tile_bytes / static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
-  ASSERT_EQ(numaaff_test::query_pages(mem.p + tile_bytes, tile_bytes).on(b),
-            tile_bytes / static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
-  std::atomic<std::size_t> held{0};
-  std::atomic<bool> release{false};
-  std::vector<std::future<void>> holds;
-  for (std::size_t k = 0; k < pool.workers_on(a); ++k)
-    holds.push_back(pool.submit(a, [&] {
-      held.fetch_add(1);
-      while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }));
-  while (held.load() < pool.workers_on(a)) std::this_thread::sleep_for(std::chrono::microseconds(200));
-  std::atomic<node_id> home{-1}, ran{-1};
-  numaaff::task_group g(pool);
-  g.run({in(mem.p, tile_bytes), in(mem.p + tile_bytes, tile_bytes)}, [&] {
-    home.store(numaaff::this_homenode());
-    ran.store(numaaff_test::sysfs_node_of_cpu(sched_getcpu()));
-  });
-  // Placed on the held node it could not run until the release: wait for it a while, not forever.
-  for (int k = 0; k < 10000 && ran.load() == -1; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  release.store(true);
-  g.wait();
-  for (auto& f : holds) f.get();
-  EXPECT_EQ(home.load(), b) << "node " << a << " was busy, node " << b << " idle";
-  EXPECT_EQ(ran.load(), b);
+  ASSERT_EQ(numaaff_test::query_pages(mem.p, tile_bytes).on(a), pages);
+  ASSERT_EQ(numaaff_test::query_pages(mem.p + tile_bytes, tile_bytes).on(b), pages);
+  for (const auto& [busy, idle] : {std::pair<node_id, node_id>{a, b}, std::pair<node_id, node_id>{b, a}}) {
+    held.store(0);
+    release.store(false);
+    struct releaser {
+      std::atomic<bool>& r;
+      ~releaser() { r.store(true); }  // also when an assertion or a throw leaves early
+    } guard{release};
+    std::vector<std::future<void>> holds;
+    for (std::size_t k = 0; k < pool.workers_on(busy); ++k)
+      holds.push_back(pool.submit(busy, [&] {
+        held.fetch_add(1);
+        while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }));
+    while (held.load() < pool.workers_on(busy)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    std::atomic<node_id> home{-1}, ran{-1};
+    numaaff::task_group g(pool);
+    g.run({in(mem.p, tile_bytes), in(mem.p + tile_bytes, tile_bytes)}, [&] {
+      home.store(numaaff::this_homenode());
+      ran.store(numaaff_test::sysfs_node_of_cpu(sched_getcpu()));
+    });
+    // Placed on the held node it could not run until the release: wait for it a while, not forever.
+    for (int k = 0; k < 10000 && ran.load() == -1; ++k) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    release.store(true);
+    g.wait();
+    for (auto& f : holds) f.get();
+    EXPECT_EQ(home.load(), idle) << "node " << busy << " was busy, node " << idle << " idle";
+    EXPECT_EQ(ran.load(), idle);
+  }
 }
 
 // A task that writes tiles nobody has touched places them where it runs, and the directory

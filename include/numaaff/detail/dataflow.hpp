@@ -177,7 +177,7 @@ class flow_state {
     std::size_t best = steal_plan::no_node;
     if (sched_.plan().node_count() == 1) best = 0;
     else if (sched_.kernel_nodes()) best = data_majority(t);
-    t.timed = best != steal_plan::no_node && sched_.plan().node_count() > 1;
+    t.timed = best != steal_plan::no_node && sched_.plan().delayed_stealing();
     if (best == steal_plan::no_node) {
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
       try {

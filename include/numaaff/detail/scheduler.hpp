@@ -271,15 +271,18 @@ class scheduler final : public counter_source {
     const std::size_t i = nearest_index(data_node);
     return i != steal_plan::no_node ? i : policy_node();
   }
-  /// Of node indices `candidates[0 .. count)`, the one with the least work per worker: its
-  /// tasks queued plus its workers running one (a snapshot: the answer may be stale at once,
-  /// which costs only balance). Ties: the earliest candidate.
+  /// Of node indices `candidates[0 .. count)` (count > 0), the one with the least work per
+  /// worker: its tasks queued plus its workers running one, the calling worker not counted (it
+  /// is finishing the task that made this one ready). A snapshot: the answer may be stale at
+  /// once, which costs only balance. Ties: the earliest candidate.
   std::size_t least_busy(const std::size_t* candidates, std::size_t count) const noexcept {
+    const pool_worker* caller = is_own_worker() ? this_worker.self : nullptr;
     return steal_plan::least_loaded_of(
         count, [&](std::size_t k) { return candidates[k]; },
         [&](std::size_t i) {
           std::size_t busy = 0;
-          for (const pool_worker* w : nodes_[i]->workers) busy += w->busy.load(std::memory_order_relaxed) ? 1u : 0u;
+          for (const pool_worker* w : nodes_[i]->workers)
+            busy += w != caller && w->busy.load(std::memory_order_relaxed) ? 1u : 0u;
           return queued_on(i) + busy;
         },
         [&](std::size_t i) { return nodes_[i]->workers.size(); });
@@ -796,12 +799,14 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
     const std::size_t ri = r.node_index;
     if (!has_stealable(ri)) continue;
     steal_source s = r;
-    if (const std::uint64_t tn = nodes_[ri]->task_ns.load(std::memory_order_relaxed); tn != 0) {
+    if (r.delay_ns != 0 && idle_since != 0) {  // otherwise the rule's answer needs no delay
       if (now == 0) now = monotonic_ns();
-      const std::uint64_t end = nodes_[ri]->task_end_ns.load(std::memory_order_relaxed);
-      s.delay_ns = steal_plan::task_scaled_delay(r, tn, now > end ? now - end : 0);
+      const pool_node& home = *nodes_[ri];
+      if (const std::uint64_t task_ns = home.task_ns.load(std::memory_order_relaxed); task_ns != 0) {
+        const std::uint64_t end = home.task_end_ns.load(std::memory_order_relaxed);
+        s.delay_ns = steal_plan::task_scaled_delay(r, task_ns, now > end ? now - end : 0);
+      }
     }
-    if (s.delay_ns != 0 && idle_since != 0 && now == 0) now = monotonic_ns();
     const steal_decision d =
         steal_plan::steal_rule(s, idle_since, now, [&] { return has_idle_workers(ri); }, [&] { return backlog_of(ri); });
     if (!d.take) {
@@ -810,6 +815,16 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
     }
     t = take_from_queues(*nodes_[ri], false, nullptr);
     if (t == nullptr) t = steal_from(ri, &self);
+    // The rule's inputs and the take are not one atomic step: a thief held up between them
+    // (preempted) may take work queued since, while the home node has a worker free for it.
+    // That worker takes it: the task goes back, unstolen. Held workers stay busy, so this
+    // never undoes a steal the starvation bound grants.
+    if (t != nullptr && s.delay_ns != 0 && has_idle_workers(ri)) {
+      push_to_queue(*nodes_[ri], t);
+      wake_for(ri, false);
+      t = nullptr;
+      continue;
+    }
     if (t != nullptr) {
       self.stolen_remote.store(self.stolen_remote.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
       n.stolen_from[ri].fetch_add(1, std::memory_order_relaxed);  // remote steals wait for delays: rare
@@ -829,9 +844,12 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   const homenode_state saved = thread_home;
   thread_home = {t->home, config_.kernel_nodes};
   group_state* g = t->group;
-  // Timed from a worker only (an outside helper's clock reads would be the caller's cost);
-  // a task that waits for its children inside counts their time too: a longer delay there.
-  const std::size_t timed_node = t->timed && self != nullptr ? index_of(t->home) : steal_plan::no_node;
+  // Timed on its own node's workers only: an outside helper's clock reads would be the
+  // caller's cost, and a thief's remote run is not what the task costs at home (nor a sign
+  // that its home node still runs such tasks). A task that waits for its children inside
+  // counts their time too; averaged() bounds what one such sample adds.
+  const std::size_t timed_node =
+      t->timed && self != nullptr && index_of(t->home) == self->node_index ? self->node_index : steal_plan::no_node;
   const std::uint64_t began = timed_node != steal_plan::no_node ? monotonic_ns() : 0;
   if (g != nullptr && g->cancel_requested.load(std::memory_order_relaxed)) {
     g->cancelled.store(true, std::memory_order_relaxed);  // task_group::cancel(): not run, and said so
@@ -848,10 +866,12 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   }
   thread_home = saved;
   if (timed_node != steal_plan::no_node) {
-    pool_node& tn = *nodes_[timed_node];  // racing updates lose a sample: harmless
+    pool_node& home = *nodes_[timed_node];
     const std::uint64_t end = monotonic_ns();
-    tn.task_ns.store(steal_plan::averaged(tn.task_ns.load(std::memory_order_relaxed), end - began), std::memory_order_relaxed);
-    tn.task_end_ns.store(end, std::memory_order_relaxed);
+    // Racing updates of one node lose a sample: harmless.
+    home.task_ns.store(steal_plan::averaged(home.task_ns.load(std::memory_order_relaxed), end - began),
+                       std::memory_order_relaxed);
+    home.task_end_ns.store(end, std::memory_order_relaxed);
   }
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
   // An outside helper's run counts before the finish (a waiter may read the counts then).

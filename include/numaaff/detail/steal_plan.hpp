@@ -106,6 +106,7 @@ class steal_plan {
         if (a != b && !free_stealing)
           delays_[a * count + b] =
               static_cast<std::uint64_t>(distance_delay_ns(unit_ns, distance(nodes_[a], nodes_[b]), local));
+    delayed_ = !local_only && std::any_of(delays_.begin(), delays_.end(), [](std::uint64_t d) { return d != 0; });
     remotes_.resize(count);
     thieves_.resize(count);
     for (std::size_t a = 0; a < count; ++a) {
@@ -139,6 +140,9 @@ class steal_plan {
   }
 
   std::size_t node_count() const noexcept { return nodes_.size(); }
+  /// Whether some remote steal waits for a delay (not under local_only or free stealing, nor
+  /// on one node): only then do task times change anything (task_scaled_delay).
+  bool delayed_stealing() const noexcept { return delayed_; }
   const std::vector<int>& nodes() const noexcept { return nodes_; }
   int node(std::size_t i) const noexcept { return nodes_[i]; }
   /// The index of pool node `n`, or no_node.
@@ -181,14 +185,20 @@ class steal_plan {
     return scaled;
   }
 
-  /// A running average of task times: each sample weighs 1/8; the first is taken whole.
+  /// A running average of task times: each sample weighs 1/8, and counts for at most twice
+  /// the average (a task that blocked, or ran a nested group while it waited, is not what the
+  /// node's tasks cost: one such sample moves the average by 1/8 at most); the first is taken
+  /// whole.
   static std::uint64_t averaged(std::uint64_t average, std::uint64_t sample) noexcept {
-    return average == 0 ? sample : average - average / 8 + sample / 8;
+    if (average == 0) return sample;
+    const std::uint64_t bounded = sample / 2 > average ? 2 * average : sample;
+    return average - average / 8 + bounded / 8;
   }
 
   /// Idle for this many delays, a thief takes a node's queued work however short its queue.
-  /// A fixed bound, not one that grows with what the node is doing: a task blocked on a
-  /// future of its own child must see the child stolen in the end.
+  /// A fixed number of delays, not one that grows with the node's queue: a task blocked on a
+  /// future of its own child must see the child stolen in the end (for a node of long
+  /// dataflow tasks, after 20 of its scaled delays: task_scaled_delay).
   static constexpr std::uint64_t starve_delays = 20;
 
   /**
@@ -247,10 +257,11 @@ class steal_plan {
   /**
    * Of the `count` candidates `candidate(0) .. candidate(count - 1)` (node indices), the one
    * with the least `load(i)` per worker (`workers(i)`); ties go to the earliest candidate.
-   * A node with no workers counts as one worker.
+   * A node with no workers counts as one worker. No candidates: no_node.
    */
   template <class Candidate, class Load, class Workers>
   static std::size_t least_loaded_of(std::size_t count, Candidate&& candidate, Load&& load, Workers&& workers) {
+    if (count == 0) return no_node;
     std::size_t best = candidate(0);
     std::int64_t best_load = 0, best_workers = 1;
     for (std::size_t k = 0; k < count; ++k) {
@@ -272,6 +283,7 @@ class steal_plan {
 
   std::vector<int> nodes_;
   bool local_only_;
+  bool delayed_ = false;  // delayed_stealing()
   std::vector<std::uint64_t> delays_;                 // [from * count + to]
   std::vector<std::vector<steal_source>> remotes_;   // by distance from the thief
   std::vector<std::vector<std::size_t>> thieves_;    // by their distance towards the node
