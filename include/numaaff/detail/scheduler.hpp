@@ -273,11 +273,10 @@ class scheduler final : public counter_source {
   }
   /// Of node indices `candidates[0 .. count)` (count > 0), the one with the least work per
   /// worker: its tasks queued plus its workers running one. The worker finishing the task that
-  /// made this one ready counts as busy: sent to another tied node, the task runs beside it
-  /// (counted without it, ties stayed on the releasing node and the lighter nodes' thieves
-  /// took more tiles: 92-95% on their node in the Cholesky guest run, against 95-98%). A
-  /// snapshot: the answer may be stale at once, which costs only balance. Ties: the earliest
-  /// candidate.
+  /// made this one ready counts as busy: a tied task then goes to another tied node and runs
+  /// beside it, rather than piling onto the releasing node while a lighter node's thieves wait
+  /// to take tiles away from their data. A snapshot: the answer may be stale at once, which
+  /// costs only balance. Ties: the earliest candidate.
   std::size_t least_busy(const std::size_t* candidates, std::size_t count) const noexcept {
     return steal_plan::least_loaded_of(
         count, [&](std::size_t k) { return candidates[k]; },
@@ -351,6 +350,10 @@ class scheduler final : public counter_source {
   std::uint64_t spin_ns() const noexcept { return static_cast<std::uint64_t>(saturated_ns(config_.spin)); }
   void push_to_queue(pool_node& n, pool_task* t);
   void wake_for(std::size_t node_index, bool bound) noexcept;
+  /// Puts `t`, taken off node `ni`'s work by a thread that must not run it, back in that
+  /// node's queue and wakes a worker there. False when the queue cannot grow: the caller keeps
+  /// the task (run elsewhere rather than lost).
+  bool send_back(std::size_t ni, pool_task* t) noexcept;
   /// The next task for worker `self`. Sets `deadline` to when a remote node's delay expires.
   pool_task* find_task(pool_worker& self, std::uint64_t idle_since, std::uint64_t& deadline);
   /// The calling outside thread's slot, claimed on first use, if it holds node `ni`'s work.
@@ -778,12 +781,24 @@ inline pool_task* scheduler::steal_from(std::size_t ni, const pool_worker* self)
       if (t->home == n.node) return t;
       // The slot changed nodes between the check and the steal: the task goes home instead
       // (its node found before it is queued: a worker there may run and free it at once).
-      const std::size_t home = index_of(t->home);
-      push_to_queue(*nodes_[home], t);
-      wake_for(home, false);
+      if (!send_back(index_of(t->home), t)) return t;
     }
   }
   return nullptr;
+}
+
+inline bool scheduler::send_back(std::size_t ni, pool_task* t) noexcept {
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+  try {
+#endif
+    push_to_queue(*nodes_[ni], t);
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+  } catch (...) {
+    return false;
+  }
+#endif
+  wake_for(ni, false);
+  return true;
 }
 
 inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_since, std::uint64_t& deadline) {
@@ -816,21 +831,15 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
     }
     t = take_from_queues(*nodes_[ri], false, nullptr);
     if (t == nullptr) t = steal_from(ri, &self);
+    if (t == nullptr) continue;
     // The rule's inputs and the take are not one atomic step: a thief held up between them
     // (preempted) may take work queued since, while the home node has a worker free for it.
     // That worker takes it: the task goes back, unstolen. Held workers stay busy, so this
     // never undoes a steal the starvation bound grants.
-    if (t != nullptr && s.delay_ns != 0 && has_idle_workers(ri)) {
-      push_to_queue(*nodes_[ri], t);
-      wake_for(ri, false);
-      t = nullptr;
-      continue;
-    }
-    if (t != nullptr) {
-      self.stolen_remote.store(self.stolen_remote.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-      n.stolen_from[ri].fetch_add(1, std::memory_order_relaxed);  // remote steals wait for delays: rare
-      return t;
-    }
+    if (s.delay_ns != 0 && has_idle_workers(ri) && send_back(ri, t)) continue;
+    self.stolen_remote.store(self.stolen_remote.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    n.stolen_from[ri].fetch_add(1, std::memory_order_relaxed);  // remote steals wait for delays: rare
+    return t;
   }
   return nullptr;
 }
