@@ -217,9 +217,8 @@ TEST(AllocateOnNode, StrictPopulateBeyondTheNodeIsBadAllocNotACrash) {
 }
 
 TEST(AllocateOnNode, KernelRefusalsSurface) {
-  // 4 MiB: a fresh mapping each time (blocks below the huge page size may reuse kept pages,
-  // with no system call to fail).
-  constexpr std::size_t bytes = std::size_t{4} << 20;
+  // A fresh mapping each time: a smaller block may reuse kept pages, with no system call to fail.
+  const std::size_t bytes = numaaff::detail::reusable_bytes();
   {
     scoped_failure fail(sys::mbind, EIO);
     try {

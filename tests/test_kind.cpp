@@ -453,8 +453,8 @@ bool resident(const void* p) {
 }
 }  // namespace
 
-// A freed large block below the huge page size keeps its pages for the next one of its
-// placement, as malloc keeps what free gives it: no system call, no page fault.
+// A freed large block keeps its pages for the next one of its placement, as malloc keeps what
+// free gives it: no system call, no page fault.
 TEST(Kind, AFreedLargeBlockServesTheNextWithItsPagesResident) {
   const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
   constexpr std::size_t bytes = std::size_t{1} << 20;
@@ -478,6 +478,33 @@ TEST(Kind, AFreedLargeBlockServesTheNextWithItsPagesResident) {
   EXPECT_EQ(s, p) << "grown into the kept pages right after it";
   EXPECT_EQ(s[0], 2);
   numaaff::deallocate(s);
+}
+
+// A freed block of a huge page or more keeps its pages too: a 64 MiB block costs a fault per
+// page otherwise. Such pages serve a block of a huge page or more from a huge page boundary
+// only, as map_on_node aligns it, and what such a block leaves in the middle of a huge page of
+// its own serves no other block: no huge page holds two blocks.
+TEST(Kind, AFreedHugeBlockServesTheNextFromAHugePageBoundary) {
+  const std::size_t hp = numaaff::detail::huge_page_size();
+  if (3 * hp >= numaaff::detail::reusable_bytes()) GTEST_SKIP() << "blocks of 3 huge pages are not kept on this machine";
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  auto* p = static_cast<char*>(numaaff::allocate(k, 3 * hp));
+  ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % hp, 0u);
+  std::memset(p, 1, 3 * hp);
+  numaaff::deallocate(p);
+  auto* q = static_cast<char*>(numaaff::allocate(k, 3 * hp / 2));
+  ASSERT_EQ(q, p) << "the front of the kept pages";
+  const long before = minor_faults();
+  std::memset(q, 2, 3 * hp / 2);
+  EXPECT_LE(minor_faults() - before, 4) << "page faults writing a block whose pages were kept";
+  auto* r = static_cast<char*>(numaaff::allocate(k, hp));
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(r) % hp, 0u);
+  EXPECT_TRUE(r < p || r >= p + 3 * hp) << "a huge block from the rest, inside q's last huge page";
+  auto* s = static_cast<char*>(numaaff::allocate(k, hp / 2));
+  EXPECT_TRUE(s < p || s >= p + 3 * hp) << "a block without huge pages from pages that may hold them";
+  numaaff::deallocate(s);
+  numaaff::deallocate(r);
+  numaaff::deallocate(q);
 }
 
 TEST(Kind, ALargeBlockWhosePlacementChangedIsNotReused) {
@@ -510,8 +537,11 @@ TEST(Kind, KeptLargeBlocksAreBoundedAndAgeOut) {
   if (numaaff_test::address_sanitizer || numaaff_test::thread_sanitizer)
     GTEST_SKIP() << "the sanitizer's shadow memory moves the resident size";
   const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
-  constexpr std::size_t bytes = std::size_t{1} << 20, count = 96;  // 96 MiB, beyond the 32 MiB kept
-  std::vector<void*> blocks(count);
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  const std::size_t limit = numaaff::detail::kept_bytes_limit();
+  ASSERT_GE(limit, std::size_t{32} << 20);
+  ASSERT_LE(limit, std::size_t{1} << 30);
+  std::vector<void*> blocks(limit / bytes + 64);  // 64 MiB beyond what is kept
   // What earlier tests kept ages out first, so that it is not counted in the base.
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   numaaff::deallocate(numaaff::allocate(k, 64 * 1024));
@@ -522,8 +552,8 @@ TEST(Kind, KeptLargeBlocksAreBoundedAndAgeOut) {
   }
   for (void* p : blocks) numaaff::deallocate(p);
   const std::size_t kept = numaaff_test::status_kib("VmRSS:");
-  EXPECT_LE(kept, base + 34 * 1024) << "at most 32 MiB kept";
-  EXPECT_GE(kept, base + 16 * 1024) << "freed pages are kept for reuse";
+  EXPECT_LE(kept, base + limit / 1024 + 2 * 1024) << "at most " << (limit >> 20) << " MiB kept";
+  EXPECT_GE(kept, base + limit / 2048) << "freed pages are kept for reuse";
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   numaaff::deallocate(numaaff::allocate(k, 64 * 1024));  // the next large call ages them out
   EXPECT_LE(numaaff_test::status_kib("VmRSS:"), base + 2 * 1024) << "after a second unused";

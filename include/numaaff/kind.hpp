@@ -31,9 +31,9 @@
  * family per kind and strictness, a per-thread cache) for blocks up to 32 KiB, a mapping of its own for
  * larger ones. Memory goes back to the system: a slab whose blocks are all free gives its pages
  * back (but one per node, kind, strictness and class, and the slabs of blocks held in thread caches),
- * and a freed large block below the huge page size keeps its pages for the next large block of
- * its node and strictness (32 MiB at most, unmapped once unused for a second, at the next large
- * allocation or free; never after numaaff changed its placement: a block must be freed with
+ * and a freed large block keeps its pages for the next large block of its node and strictness
+ * (1/32 of the machine's memory at most, between 32 MiB and 1 GiB, blocks up to a quarter of
+ * that; unmapped once unused for a second, at the next large allocation or free; never after numaaff changed its placement: a block must be freed with
  * the placement and protections it was given). reallocate() to the same kind resizes a large
  * block without copying it where it can. So `deallocate(p)` needs no size and no kind, any
  * thread may free any block, and a double free or a pointer the heap did not give aborts with a

@@ -1,9 +1,9 @@
 // The memory behind numaaff's allocators and resources.
 //
 // Large blocks (above small_limit) are their own mmap, bound to the node with mbind. A freed
-// one below the huge page size keeps its pages for the next large block of the same placement
-// (spare_extents: bounded, aged out after a second), as malloc keeps what free gives it; the
-// others are unmapped on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
+// one keeps its pages for the next large block of the same placement (spare_extents: 1/32 of
+// the machine's memory at most, blocks up to a quarter of that, aged out after a second), as
+// malloc keeps what free gives it; the others are unmapped on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
 // (MPOL_BIND, or MPOL_PREFERRED for the preferred families), holding blocks of one kind
 // (heap_kind: a family per kind and strictness, so that every slab byte counts for one kind)
 // and of one power-of-two size class, with a header at the slab start naming the node, family, class and
@@ -36,6 +36,7 @@
 #include "throw.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstddef>
@@ -486,26 +487,46 @@ inline void* map_on_node(std::size_t bytes, std::size_t align, int node, const p
 // ---- freed large blocks kept for reuse ---------------------------------------------------
 
 /// How a reusable large block is placed: bound to `node` (strict: MPOL_BIND, else
-/// MPOL_PREFERRED); node -1: its pages are never reused.
+/// MPOL_PREFERRED), and whether its mapping may hold transparent huge pages (`huge`: a
+/// per_block block of a huge page or more, huge-page-aligned; else no huge page at all);
+/// node -1: its pages are never reused.
 struct extent_key {
   int node = -1;
   bool strict = true;
-  friend bool operator==(extent_key a, extent_key b) noexcept { return a.node == b.node && a.strict == b.strict; }
+  bool huge = false;
+  friend bool operator==(extent_key a, extent_key b) noexcept {
+    return a.node == b.node && a.strict == b.strict && a.huge == b.huge;
+  }
 };
 
-/// The largest block whose pages are kept for reuse: below the huge page size (where per_block
-/// and never map alike, with no huge pages) and a quarter of what is kept at most.
-inline std::size_t reusable_bytes() noexcept {
-  constexpr std::size_t quarter_of_kept = std::size_t{8} << 20;
-  return huge_page_size() < quarter_of_kept ? huge_page_size() : quarter_of_kept;
+/// How many bytes of freed large blocks are kept at most: 1/32 of the machine's memory, at
+/// least 32 MiB and at most 1 GiB. A fixed figure would either keep a whole node of a small
+/// machine (or of the 256 MiB nodes of the test guests) or give a large block back to the
+/// kernel on a big one, where each reuse saves a fault per page.
+inline std::size_t kept_bytes_limit() noexcept {
+  static const std::size_t limit = [] {
+    const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
+    const std::size_t low = std::size_t{32} << 20, high = std::size_t{1} << 30;
+    if (pages <= 0 || size <= 0) return low;
+    const std::size_t share = static_cast<std::size_t>(pages) / 32 * static_cast<std::size_t>(size);
+    return share < low ? low : share > high ? high : share;
+  }();
+  return limit;
 }
 
+/// The smallest block whose pages are never kept: a quarter of what is kept at most, so that a
+/// few blocks of that size fit at once.
+inline std::size_t reusable_bytes() noexcept { return kept_bytes_limit() / 4; }
+
 /// The key of a large block of `len` bytes (not 0) mapped with `o` on `node`, when its pages can
-/// serve another block: base pages, no huge pages, not populated at allocation.
+/// serve another block: transparent or no huge pages as map_on_node leaves them for per_block
+/// and never (not always: a block that asks for huge pages is aligned and advised as such), no
+/// reserved huge pages, not populated at allocation.
 inline extent_key reusable_key(std::size_t len, int node, const placement_options& o) noexcept {
   const bool plain = o.keep_pages && !o.populate && reserved_page_bytes(o.huge_pages) == 0 &&
                      o.huge_pages != huge_page_mode::always && len != 0 && len < reusable_bytes();
-  return plain ? extent_key{node, o.strict} : extent_key{};
+  if (!plain) return extent_key{};
+  return extent_key{node, o.strict, o.huge_pages == huge_page_mode::per_block && len >= huge_page_size()};
 }
 
 /// Set by each large allocation of the calling thread: whether its pages were kept from a freed
@@ -516,8 +537,8 @@ inline thread_local bool last_large_block_reused = false;
  * Freed large blocks whose pages stay mapped and resident for the next block of their
  * placement, as malloc keeps what free gives it: a block of the same key is carved from the
  * best-fitting extent (its pages already there, no system call), a block that grows takes the
- * extent right after it, and a freed block joins its neighbours. Bounded (at most `limit`
- * bytes, `max_count` extents) and aged: an extent unused for `max_age_ns` is unmapped at the
+ * extent right after it, and a freed block joins its neighbours. Bounded (at most
+ * kept_bytes_limit() bytes, `max_count` extents) and aged: an extent unused for `max_age_ns` is unmapped at the
  * next large-block call. A freed block is kept only when no placement change (placement_epoch)
  * happened since it was mapped and nothing is armed for next touch: its pages and policy are
  * then still those of its key. Not thread-safe: under arena_table::large_lock.
@@ -531,16 +552,19 @@ class spare_extents {
       (void)call(sys::madvise, [&] { return ::madvise(reinterpret_cast<void*>(at), len, MADV_DONTNEED); });
   }
 
-  static constexpr std::size_t limit = std::size_t{32} << 20;
   static constexpr std::size_t max_count = 512;
   static constexpr std::int64_t max_age_ns = 1'000'000'000;
 
-  /// `len` bytes (page multiple) of key `k`, page-aligned, from the smallest extent that holds
-  /// them; nullptr when none does.
+  /// `len` bytes (page multiple) of key `k`, page-aligned (huge-page-aligned for a `huge` key,
+  /// as map_on_node maps them), from the smallest extent that holds them; nullptr when none
+  /// does. The rest of a huge extent cut this way starts inside a huge page of the block: no
+  /// other huge block takes it, so that no huge page holds two blocks.
   void* take(std::size_t len, extent_key k) noexcept {
     auto best = extents_.end();
+    const std::size_t align = k.huge ? huge_page_size() : 1;
     for (auto it = extents_.begin(); it != extents_.end(); ++it)
-      if (it->second.key == k && it->second.len >= len && (best == extents_.end() || it->second.len < best->second.len))
+      if (it->second.key == k && it->second.len >= len && it->first % align == 0 &&
+          (best == extents_.end() || it->second.len < best->second.len))
         best = it;
     if (best == extents_.end()) return nullptr;
     const std::uintptr_t at = best->first;
@@ -624,6 +648,7 @@ class spare_extents {
   /// over (joined extents can be far larger than the excess).
   void trim(std::int64_t now) noexcept {
     age(now);
+    const std::size_t limit = kept_bytes_limit();
     while (bytes_ > limit || extents_.size() > max_count) {
       auto oldest = extents_.begin();
       for (auto it = extents_.begin(); it != extents_.end(); ++it)
@@ -1182,7 +1207,7 @@ inline void forget_large(arena_table& t, const arena_table::large_block& b) noex
   const extent_key key = reusable_key(len, node, o);
   arena_table& t = arena_table::instance();
   void* p = nullptr;
-  if (key.node >= 0 && align <= page_size()) {
+  if (key.node >= 0 && align <= (key.huge ? huge_page_size() : page_size())) {
     std::lock_guard<std::mutex> guard(t.large_lock);
     t.spare.age(steady_now_ns());
     p = t.spare.take(len, key);
