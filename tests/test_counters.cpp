@@ -455,6 +455,29 @@ TEST_F(HostileSegment, TheForgedImageIsReadWhenItIsWellFormed) {
   EXPECT_FALSE(read());
 }
 
+// A publisher descheduled in the middle of its copy (a loaded machine, a vCPU the host holds
+// back) leaves the sequence odd for as long: the reader waits for it, and does not call a live
+// process's segment broken for an update that took a tenth of a second.
+TEST_F(HostileSegment, AnUpdateHeldUpForATenthOfASecondIsWaitedFor) {
+  using namespace numaaff::detail::image;
+  const std::vector<std::uint64_t> good = image_;
+  ASSERT_EQ(good[h_sequence] % 2, 0u);
+  image_[h_sequence] = good[h_sequence] + 1;  // a copy under way
+  write_image();
+  std::thread finish([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::vector<std::uint64_t> done = good;
+    done[h_sequence] = good[h_sequence] + 2;
+    const int fd = ::open(path_.c_str(), O_WRONLY);  // the same file, as the publisher writes it
+    const std::size_t n = done.size() * 8;
+    EXPECT_EQ(::pwrite(fd, done.data(), n, 0), static_cast<ssize_t>(n));
+    ::close(fd);
+  });
+  const std::error_code ec = read();
+  finish.join();
+  EXPECT_FALSE(ec) << ec.message();
+}
+
 TEST_F(HostileSegment, AWellFormedFileAnotherUserMadeIsRefused) {
   // /dev/shm is every user's: another user can make a file under the victim's name before or
   // while it runs. Its figures must not be read as the victim's.

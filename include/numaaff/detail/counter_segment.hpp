@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -388,15 +389,20 @@ inline bool read_open_segment(int fd, const std::string& path, long pid, bool al
     }
     return done;
   };
-  for (int attempt = 0; attempt < 50; ++attempt) {
+  // A live writer holds the sequence odd for the microseconds of one copy, unless it is
+  // descheduled in the middle (a loaded machine, a vCPU the host holds back): the reader waits
+  // up to a second for it, in growing sleeps. A writer that died mid-copy costs that second.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (auto pause = std::chrono::microseconds(200);; pause = std::min(2 * pause, std::chrono::microseconds(20000))) {
     std::uint64_t before = 0, after = 0;
     words.assign(static_cast<std::size_t>(st.st_size) / 8, 0);
     const off_t seq_at = static_cast<off_t>(image::h_sequence * 8);
     if (read_all(&before, 8, seq_at) != 8) return bad("truncated");
     const std::size_t got = read_all(words.data(), words.size() * 8, 0);
     if (read_all(&after, 8, seq_at) != 8 || got != words.size() * 8) return bad("truncated while read");
-    if (before % 2 != 0 || before != after || words[image::h_sequence] != before) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));  // an update is under way
+    if (before % 2 != 0 || before != after || words[image::h_sequence] != before) {  // an update is under way
+      if (std::chrono::steady_clock::now() >= give_up) break;
+      std::this_thread::sleep_for(pause);
       continue;
     }
     if (std::string w; !parse_image(words.data(), words.size(), out, w)) return bad(w);
