@@ -201,7 +201,7 @@ TEST(Counters, NextTouchPagesAreCountedForTheirNode) {
 TEST(Counters, HeapBytesFollowLargeBlocksOfANode) {
   const numaaff::node_id n = numaaff::topology::system().nodes().front();
   const numaaff::counter_snapshot a = numaaff::snapshot();
-  constexpr std::size_t bytes = std::size_t{16} << 20;  // above the sizes whose pages are kept
+  constexpr std::size_t bytes = std::size_t{16} << 20;  // kept pages or a mapping: it counts while it lives
   void* p = numaaff::allocate(numaaff::kind::on_node(n), bytes);
   const numaaff::counter_snapshot b = numaaff::snapshot();
   EXPECT_EQ(row_of(b, n).heap_bound_bytes - row_of(a, n).heap_bound_bytes, bytes);
@@ -228,7 +228,7 @@ TEST(Counters, HeapBytesAreCountedByTheKindTheBlockWasAskedForAs) {
     }
     return t;
   };
-  constexpr std::size_t bytes = std::size_t{16} << 20;  // above the sizes whose pages are kept
+  constexpr std::size_t bytes = std::size_t{16} << 20;  // kept pages or a mapping: it counts while it lives
   const std::vector<std::pair<numaaff::kind, std::size_t>> cases = {
       {numaaff::kind::on_node(numaaff::current_node()), 0}, {numaaff::kind::local(), 1}, {numaaff::kind::interleave(), 2},
       {numaaff::kind::fastest(), 3}, {numaaff::kind::capacity(), 4}};

@@ -32,9 +32,12 @@
  * larger ones. Memory goes back to the system: a slab whose blocks are all free gives its pages
  * back (but one per node, kind, strictness and class, and the slabs of blocks held in thread caches),
  * and a freed large block keeps its pages for the next large block of its node and strictness
- * (1/32 of the machine's memory at most, between 32 MiB and 1 GiB, blocks up to a quarter of
- * that; unmapped once unused for a second, at the next large allocation or free; never after numaaff changed its placement: a block must be freed with
- * the placement and protections it was given). reallocate() to the same kind resizes a large
+ * (1/32 of the memory the process may have at most: the machine's, its cgroup limit, four
+ * times its smallest node; between 32 MiB and 1 GiB, blocks up to a quarter of that; unmapped
+ * once unused for a second, at the next large allocation or free, or when a strict block
+ * finds their node short; never after numaaff changed its placement: a block must be freed
+ * with the placement and protections it was given; a block of a huge page or more made of
+ * kept pages holds them up to its next huge page boundary, usable_size() says). reallocate() to the same kind resizes a large
  * block without copying it where it can. So `deallocate(p)` needs no size and no kind, any
  * thread may free any block, and a double free or a pointer the heap did not give aborts with a
  * message, as with allocate_on_node. Small blocks of different kinds never share a slab, and
@@ -164,10 +167,15 @@ inline node_id kind_node(const kind& k) {
 /// instead. The room is the node's free memory, re-read at most every 10 ms; nothing is taken
 /// from it here, since a block freed right after would not give it back (an allocate/free
 /// loop would run the room down to nothing). Small blocks come from slabs and are not checked
-/// one by one; explicit huge pages come from the node's pool, which map_reserved checks.
+/// one by one; explicit huge pages come from the node's pool, which map_reserved checks. Pages
+/// the heap keeps from freed blocks (spare_extents) are given back before a block is refused.
 inline bool kind_has_room(const kind& k, node_id node, std::size_t bytes) {
   if (!k.is_strict() || reserved_page_bytes(static_cast<detail::huge_page_mode>(k.pages())) != 0) return true;
-  const std::uint64_t room = node_room(node);
+  std::uint64_t room = node_room(node);
+  if (room != room_unknown && room < bytes && give_back_kept(node) != 0) {
+    node_room_forget(node);
+    room = node_room(node);
+  }
   return room == room_unknown || room >= bytes;
 }
 

@@ -201,8 +201,11 @@ NUMAAFF_C_API int numaaff_kind_posix_memalign(numaaff_kind k, void** out, size_t
  *  thread. NULL is a no-op; a double free or a foreign pointer aborts with a message. Memory
  *  goes back to the system: a slab whose small blocks are all free (but one per node, kind and
  *  size), and a large block (its pages are kept for the next block of the same node and
- *  strictness: 1/32 of the machine's memory at most, between 32 MiB and 1 GiB, blocks up to a
- *  quarter of that, until unused for a second at the next large allocation or free). Free a block with the protections and placement numaaff gave it. */
+ *  strictness: 1/32 of the memory the process may have at most (the machine's, its cgroup
+ *  limit, four times its smallest node), between 32 MiB and 1 GiB, blocks up to a quarter of
+ *  that; unmapped once unused for a second, at the next large allocation or free, or when a
+ *  strict block finds their node short). Free a block with the protections and placement
+ *  numaaff gave it. */
 NUMAAFF_C_API void numaaff_kind_free(void* p) NUMAAFF_C_NOEXCEPT;
 /** The bytes the block at `p` can hold (at least what was asked); 0 for NULL. */
 NUMAAFF_C_API size_t numaaff_kind_usable_size(void* p) NUMAAFF_C_NOEXCEPT;

@@ -73,6 +73,11 @@ inline std::uint64_t node_room(node_id n) {
   return room;
 }
 
+/// Forgets node `n`'s cached room: the next node_room() reads it (after pages were given back).
+inline void node_room_forget(node_id n) noexcept {
+  if (n >= 0 && n < max_nodes) room_of(n).read_at.store(-1, std::memory_order_release);
+}
+
 /// Takes `bytes` from node `n`'s cached room (to 0 at least), so that the tier allocations of
 /// the next 10 ms plan with what this one will use.
 inline void node_room_take(node_id n, std::uint64_t bytes) noexcept {

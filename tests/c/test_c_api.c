@@ -16,7 +16,6 @@
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <unistd.h>
 
 
 /* The contract's exact types. */

@@ -294,7 +294,7 @@ TEST(CountersNuma, NumaaffTopOnceFollowsTheAmrExampleByName) {
     ::dup2(null, STDOUT_FILENO);
     ::alarm(600);
     ::execl(NUMAAFF_AMR, "amr", "--runtime", "pool", "--strategy", "next_touch", "--blocks", "8", "--cells", "32",
-            "--phases", "2", "--steps", "1000000", static_cast<char*>(nullptr));
+            "--phases", "1000", "--steps", "100000", static_cast<char*>(nullptr));
     std::_Exit(127);
   }
   ASSERT_GT(amr, 0);
@@ -373,12 +373,14 @@ TEST(CountersNuma, NumaaffBenchReportsEveryPairOfNodesAndSaysTheTimingsAreEmulat
   NUMAAFF_REQUIRE_CPU_NODES(2);
   const std::string file = "/tmp/numaaff-bench-" + std::to_string(::getpid()) + ".json";
   // Its measurements are sized for hardware: in a loaded emulator they take minutes. Running
-  // out of time (timeout's status 124) is told apart from a wrong result.
+  // out of time is told apart from a wrong result (by the time: the guest's busybox timeout
+  // ends it with SIGTERM, not with coreutils' status 124).
+  constexpr int limit_s = 600;
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string table = numaaff_test::run_command("timeout 600 " + std::string(NUMAAFF_BENCH) + " --quick --json " + file);
+  const std::string table =
+      numaaff_test::run_command("timeout " + std::to_string(limit_s) + " " + std::string(NUMAAFF_BENCH) + " --quick --json " + file);
   const auto took = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0).count();
-  const std::string timed_out = "(exit status " + std::to_string(124 << 8) + ")";  // pclose's wait status
-  ASSERT_EQ(table.find(timed_out), std::string::npos) << "numaaff-bench --quick ran out of time: " << took << " s";
+  ASSERT_LT(took, limit_s) << "numaaff-bench --quick ran out of time:\n" << table;
   ASSERT_EQ(table.find("(exit status"), std::string::npos) << table;
   std::ifstream in(file);
   const std::string json((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -398,8 +400,8 @@ TEST(CountersNuma, NumaaffBenchReportsEveryPairOfNodesAndSaysTheTimingsAreEmulat
 // A large interleaved block counts for every node its pages are interleaved over, as much as
 // a raw query finds there, and its free gives each node back what it counted (before, all of
 // it counted for the node the block was first mapped on).
-// A block below the size whose freed pages are kept (2 MiB) may get the pages a block of the
-// first node left, already there: they are interleaved too.
+// A block of a size whose freed pages are kept may get the pages a block of the first node
+// left, already there: they are interleaved too.
 class CountersInterleaved : public ::testing::TestWithParam<std::size_t> {};
 
 TEST_P(CountersInterleaved, ABlockCountsOnEachNodeWhatTheKernelPutThere) {

@@ -1,9 +1,9 @@
 // The memory behind numaaff's allocators and resources.
 //
 // Large blocks (above small_limit) are their own mmap, bound to the node with mbind. A freed
-// one keeps its pages for the next large block of the same placement (spare_extents: 1/32 of
-// the machine's memory at most, blocks up to a quarter of that, aged out after a second), as
-// malloc keeps what free gives it; the others are unmapped on free. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
+// one keeps its pages for the next large block of the same placement (spare_extents: bounded
+// by kept_bytes_limit(), blocks up to a quarter of that, aged out after a second), as malloc
+// keeps what free gives it; larger blocks, and those of other placements, are unmapped. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
 // (MPOL_BIND, or MPOL_PREFERRED for the preferred families), holding blocks of one kind
 // (heap_kind: a family per kind and strictness, so that every slab byte counts for one kind)
 // and of one power-of-two size class, with a header at the slab start naming the node, family, class and
@@ -30,6 +30,7 @@
 #include "cgroup_memory.hpp"
 #include "counters.hpp"
 #include "futex.hpp"
+#include "kernel_nodes.hpp"
 #include "numa_calls.hpp"
 #include "page.hpp"
 #include "proc_files.hpp"
@@ -499,20 +500,34 @@ struct extent_key {
   }
 };
 
-/// How many bytes of freed large blocks are kept at most: 1/32 of the machine's memory, at
-/// least 32 MiB and at most 1 GiB. A fixed figure would either keep a whole node of a small
-/// machine (or of the 256 MiB nodes of the test guests) or give a large block back to the
-/// kernel on a big one, where each reuse saves a fault per page.
+/// How many bytes of freed large blocks are kept at most: 1/32 of the memory the process may
+/// have (the machine's, its cgroup's limit, four times its smallest memory node: at most an
+/// eighth of any node), at least 32 MiB and at most 1 GiB. A fixed figure would either keep
+/// much of a small node (the 256 MiB nodes of the test guests, an HBM node) or a small
+/// container, or give a large block back to the kernel on a big machine, where each reuse
+/// saves a fault per page. Read once, during static initialisation (kept_limit_ready).
 inline std::size_t kept_bytes_limit() noexcept {
   static const std::size_t limit = [] {
-    const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
     const std::size_t low = std::size_t{32} << 20, high = std::size_t{1} << 30;
+    const long pages = ::sysconf(_SC_PHYS_PAGES), size = ::sysconf(_SC_PAGESIZE);
     if (pages <= 0 || size <= 0) return low;
-    const std::size_t share = static_cast<std::size_t>(pages) / 32 * static_cast<std::size_t>(size);
-    return share < low ? low : share > high ? high : share;
+    std::uint64_t memory = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(size);
+    try {
+      if (const cgroup_memory cg = cgroup_memory_now(); cg.limited && cg.limit < memory) memory = cg.limit;
+      for (int n : memory_nodes())
+        if (const long long total = node_meminfo_bytes(n, "MemTotal:"); total > 0 && 4 * static_cast<std::uint64_t>(total) < memory)
+          memory = 4 * static_cast<std::uint64_t>(total);
+    } catch (...) {  // unreadable: the machine's memory decides
+    }
+    // Whole MiB: trim() cuts extents by what is over it, in whole pages.
+    const std::uint64_t share = memory / 32 >> 20 << 20;
+    return share < low ? low : share > high ? high : static_cast<std::size_t>(share);
   }();
   return limit;
 }
+/// Read before any thread can fork: a child forked while another thread runs a C++ static's
+/// first initialisation waits on its guard forever.
+inline const bool kept_limit_ready = kept_bytes_limit() != 0;
 
 /// The smallest block whose pages are never kept: a quarter of what is kept at most, so that a
 /// few blocks of that size fit at once.
@@ -557,9 +572,10 @@ class spare_extents {
 
   /// `len` bytes (page multiple) of key `k`, page-aligned (huge-page-aligned for a `huge` key,
   /// as map_on_node maps them), from the smallest extent that holds them; nullptr when none
-  /// does. The rest of a huge extent cut this way starts inside a huge page of the block: no
-  /// other huge block takes it, so that no huge page holds two blocks.
-  void* take(std::size_t len, extent_key k) noexcept {
+  /// does. `taken` is what the block gets: `len`, or for a huge key up to the next huge page
+  /// boundary (the extent's end at most), so that no huge page holds two blocks and the rest
+  /// starts on a boundary, where the next huge block can take it.
+  void* take(std::size_t len, extent_key k, std::size_t& taken) noexcept {
     auto best = extents_.end();
     const std::size_t align = k.huge ? huge_page_size() : 1;
     for (auto it = extents_.begin(); it != extents_.end(); ++it)
@@ -568,7 +584,8 @@ class spare_extents {
         best = it;
     if (best == extents_.end()) return nullptr;
     const std::uintptr_t at = best->first;
-    cut_front(best, len);
+    taken = k.huge ? std::min(best->second.len, align_up(len, huge_page_size())) : len;
+    cut_front(best, taken);
     return reinterpret_cast<void*>(at);
   }
   /// Takes `len` bytes of key `k` at exactly `at` (the start of an extent); false when there are none.
@@ -618,6 +635,12 @@ class spare_extents {
       it = now - it->second.used_at >= max_age_ns ? drop(it) : std::next(it);
   }
   std::size_t bytes() const noexcept { return bytes_; }
+  /// Unmaps every extent of `node`. @return the bytes given back.
+  std::size_t drop_node(int node) noexcept {
+    const std::size_t had = bytes_;
+    for (auto it = extents_.begin(); it != extents_.end();) it = it->second.key.node == node ? drop(it) : std::next(it);
+    return had - bytes_;
+  }
 
  private:
   struct extent {
@@ -1109,6 +1132,14 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
 
 // ---- the entry points used by allocators and resources -----------------------------------
 
+/// Gives the pages kept on `node` back to the kernel, for an allocation that finds the node
+/// short of room. @return the bytes given back.
+inline std::size_t give_back_kept(int node) noexcept {
+  arena_table& t = arena_table::instance();
+  std::lock_guard<std::mutex> guard(t.large_lock);
+  return t.spare.drop_node(node);
+}
+
 /// Whether the pages of registry entry `b` may serve another block: its key allows it, no
 /// placement changed since it was mapped, and nothing is armed for next touch.
 inline bool pages_reusable(const arena_table::large_block& b) noexcept {
@@ -1199,7 +1230,7 @@ inline void forget_large(arena_table& t, const arena_table::large_block& b) noex
 /// path stays a few instructions.
 [[gnu::noinline]] inline void* allocate_large(std::size_t bytes, std::size_t align, int node, const placement_options& o,
                                               std::error_code& ec) noexcept {
-  const std::size_t len = mapping_length(bytes, o);
+  std::size_t len = mapping_length(bytes, o);
   if (len == 0) {  // the size overflows a mapping
     ec = std::make_error_code(std::errc::not_enough_memory);
     return nullptr;
@@ -1210,7 +1241,7 @@ inline void forget_large(arena_table& t, const arena_table::large_block& b) noex
   if (key.node >= 0 && align <= (key.huge ? huge_page_size() : page_size())) {
     std::lock_guard<std::mutex> guard(t.large_lock);
     t.spare.age(steady_now_ns());
-    p = t.spare.take(len, key);
+    p = t.spare.take(len, key, len);
   }
   last_large_block_reused = p != nullptr;
   if (p == nullptr) p = map_on_node(bytes, align, node, o, ec);  // a preferred fallback maps as much
@@ -1243,9 +1274,14 @@ inline void forget_large(arena_table& t, const arena_table::large_block& b) noex
   std::unique_lock<std::mutex> guard(t.large_lock);
   const auto it = t.large.find(at);
   if (it == t.large.end()) heap_misuse("free of a pointer numaaff did not allocate, or a double free", p);
-  // A size rounds up to the block's pages (explicit huge pages are whole ones).
-  if (bytes != 0 && align_up(bytes, it->second.granule) != it->second.len)
-    heap_misuse("free with a size that does not match the block's", p);
+  // A size rounds up to the block's pages (explicit huge pages are whole ones); a huge block
+  // made of kept pages may hold up to its next huge page boundary (spare_extents::take), so
+  // its size is anything from what it asked to what it holds.
+  if (bytes != 0) {
+    const std::size_t pages = align_up(bytes, it->second.granule), len = it->second.len;
+    const std::size_t slack = it->second.key.huge ? huge_page_size() : it->second.granule;
+    if (pages > len || pages + slack <= len) heap_misuse("free with a size that does not match the block's", p);
+  }
   const arena_table::large_block b = it->second;
   t.large.erase(it);
   forget_large(t, b);

@@ -391,7 +391,7 @@ inline bool read_open_segment(int fd, const std::string& path, long pid, bool al
   };
   // A live writer holds the sequence odd for the microseconds of one copy, unless it is
   // descheduled in the middle (a loaded machine, a vCPU the host holds back): the reader waits
-  // up to a second for it, in growing sleeps. A writer that died mid-copy costs that second.
+  // up to a second for it, in growing sleeps, while its process lives.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   for (auto pause = std::chrono::microseconds(200);; pause = std::min(2 * pause, std::chrono::microseconds(20000))) {
     std::uint64_t before = 0, after = 0;
@@ -401,7 +401,7 @@ inline bool read_open_segment(int fd, const std::string& path, long pid, bool al
     const std::size_t got = read_all(words.data(), words.size() * 8, 0);
     if (read_all(&after, 8, seq_at) != 8 || got != words.size() * 8) return bad("truncated while read");
     if (before % 2 != 0 || before != after || words[image::h_sequence] != before) {  // an update is under way
-      if (std::chrono::steady_clock::now() >= give_up) break;
+      if (std::chrono::steady_clock::now() >= give_up || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) break;
       std::this_thread::sleep_for(pause);
       continue;
     }
