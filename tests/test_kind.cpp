@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory_resource>
+#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -558,6 +559,23 @@ TEST(Kind, KeptLargeBlocksAreBoundedAndAgeOut) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   numaaff::deallocate(numaaff::allocate(k, 64 * 1024));  // the next large call ages them out
   EXPECT_LE(numaaff_test::status_kib("VmRSS:"), base + 2 * 1024) << "after a second unused";
+}
+
+// Pages kept from freed blocks are the heap's, not the node's free memory: a strict block that
+// finds its node short of room gives them back before it is refused.
+TEST(Kind, AStrictBlockRefusedForRoomGivesTheKeptPagesBackFirst) {
+  const int node = numaaff_test::sysfs_nodes().front();
+  if (numaaff::detail::node_room(node) == numaaff::detail::room_unknown) GTEST_SKIP() << "no node room to read here";
+  const kind k = kind::on_node(node);
+  numaaff::deallocate(numaaff::allocate(k, std::size_t{1} << 20));
+  const auto kept = [] {
+    numaaff::detail::arena_table& t = numaaff::detail::arena_table::instance();
+    std::lock_guard<std::mutex> guard(t.large_lock);
+    return t.spare.bytes();
+  };
+  ASSERT_GE(kept(), std::size_t{1} << 20) << "the freed block's pages are kept";
+  EXPECT_THROW((void)numaaff::allocate(k, std::size_t{1} << 46), std::bad_alloc);  // 64 TiB
+  EXPECT_EQ(kept(), 0u);
 }
 
 // A size whose pages overflow is refused before any kept pages are looked at: it must not be
