@@ -489,6 +489,7 @@ TEST(Kind, AFreedLargeBlockServesTheNextWithItsPagesResident) {
 TEST(Kind, AFreedHugeBlockServesTheNextFromAHugePageBoundary) {
   const std::size_t hp = numaaff::detail::huge_page_size();
   if (3 * hp >= numaaff::detail::reusable_bytes()) GTEST_SKIP() << "blocks of 3 huge pages are not kept on this machine";
+  for (int n : numaaff::detail::memory_nodes()) numaaff::detail::give_back_kept(n);  // what earlier tests kept
   const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
   auto* p = static_cast<char*>(numaaff::allocate(k, 3 * hp));
   ASSERT_EQ(reinterpret_cast<std::uintptr_t>(p) % hp, 0u);
@@ -567,6 +568,7 @@ TEST(Kind, AStrictBlockRefusedForRoomGivesTheKeptPagesBackFirst) {
   const int node = numaaff_test::sysfs_nodes().front();
   if (numaaff::detail::node_room(node) == numaaff::detail::room_unknown) GTEST_SKIP() << "no node room to read here";
   const kind k = kind::on_node(node);
+  for (int n : numaaff::detail::memory_nodes()) numaaff::detail::give_back_kept(n);  // what earlier tests kept
   numaaff::deallocate(numaaff::allocate(k, std::size_t{1} << 20));
   const auto kept = [] {
     numaaff::detail::arena_table& t = numaaff::detail::arena_table::instance();

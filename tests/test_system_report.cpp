@@ -86,6 +86,21 @@ TEST(CgroupMemory, TheTightestLevelOfV2AndV1Decides) {
     EXPECT_EQ(m.limit, 1073741824u);
     EXPECT_EQ(m.room(), 1073741824u - 943718400u);
     EXPECT_EQ(m.where, t.root + "/jobs/run7");
+    EXPECT_EQ(m.smallest_limit, 1073741824u);
+  }
+  {
+    // The level with the least room is not the one with the smallest limit: a job of 2 GiB
+    // under a parent of 60 GiB that others nearly fill. The job may never hold more than 2 GiB.
+    fake_cgroups t;
+    t.put("cgroup.controllers", "memory");
+    t.put("pods/memory.max", "64424509440");
+    t.put("pods/memory.current", "63350767616");
+    t.put("pods/job/memory.max", "2147483648");
+    t.put("pods/job/memory.current", "104857600");
+    const auto m = numaaff::detail::cgroup_memory_of("0::/pods/job\n", t.root);
+    ASSERT_TRUE(m.limited);
+    EXPECT_EQ(m.where, t.root + "/pods") << "the least room";
+    EXPECT_EQ(m.smallest_limit, 2147483648u);
   }
   {
     // Hybrid: v2 under unified/ without a limit, v1's memory controller with one.

@@ -39,6 +39,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -513,7 +514,7 @@ inline std::size_t kept_bytes_limit() noexcept {
     if (pages <= 0 || size <= 0) return low;
     std::uint64_t memory = static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(size);
     try {
-      if (const cgroup_memory cg = cgroup_memory_now(); cg.limited && cg.limit < memory) memory = cg.limit;
+      if (const cgroup_memory cg = cgroup_memory_now(); cg.limited && cg.smallest_limit < memory) memory = cg.smallest_limit;
       for (int n : memory_nodes())
         if (const long long total = node_meminfo_bytes(n, "MemTotal:"); total > 0 && 4 * static_cast<std::uint64_t>(total) < memory)
           memory = 4 * static_cast<std::uint64_t>(total);

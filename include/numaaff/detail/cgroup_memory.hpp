@@ -13,12 +13,14 @@
 
 namespace numaaff::detail {
 
-/// The tightest memory limit over the process's cgroup and its ancestors.
+/// The tightest memory limit over the process's cgroup and its ancestors: the level with the
+/// least room now, and the smallest limit of any level (the most the process may ever hold).
 struct cgroup_memory {
   bool limited = false;
-  std::uint64_t limit = 0;  ///< bytes the cgroup may use
+  std::uint64_t limit = 0;  ///< bytes the cgroup of least room may use
   std::uint64_t used = 0;   ///< bytes it uses now
   std::string where;        ///< the cgroup directory of that limit
+  std::uint64_t smallest_limit = 0;  ///< the smallest limit of any level (when limited)
   std::uint64_t room() const noexcept { return limit > used ? limit - used : 0; }
 };
 
@@ -39,6 +41,7 @@ inline bool read_cgroup_number(const std::string& path, std::uint64_t& value) {
  */
 inline cgroup_memory cgroup_memory_of(const std::string& proc_cgroup, const std::string& root = "/sys/fs/cgroup") {
   cgroup_memory best;
+  std::uint64_t smallest = 0;
   const auto consider = [&](const std::string& base, std::string path, const char* max_file, const char* used_file) {
     for (;;) {
       std::uint64_t limit = 0, used = 0;
@@ -46,6 +49,7 @@ inline cgroup_memory cgroup_memory_of(const std::string& proc_cgroup, const std:
       if (read_cgroup_number(dir + "/" + max_file, limit)) {
         if (!read_cgroup_number(dir + "/" + used_file, used)) used = 0;
         const std::uint64_t room = limit > used ? limit - used : 0;
+        if (!best.limited || limit < smallest) smallest = limit;
         if (!best.limited || room < best.room()) best = {true, limit, used, dir};
       }
       if (path.empty() || path == "/") break;
@@ -65,6 +69,7 @@ inline cgroup_memory cgroup_memory_of(const std::string& proc_cgroup, const std:
       consider(root + "/memory", path, "memory.limit_in_bytes", "memory.usage_in_bytes");
     }
   }
+  best.smallest_limit = smallest;
   return best;
 }
 

@@ -391,8 +391,10 @@ inline bool read_open_segment(int fd, const std::string& path, long pid, bool al
   };
   // A live writer holds the sequence odd for the microseconds of one copy, unless it is
   // descheduled in the middle (a loaded machine, a vCPU the host holds back): the reader waits
-  // up to a second for it, in growing sleeps, while its process lives.
+  // up to a second for it, in growing sleeps, while its process lives (once it is gone, one
+  // more read: it may have finished its last copy just before it ended).
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  bool writer_gone = false;
   for (auto pause = std::chrono::microseconds(200);; pause = std::min(2 * pause, std::chrono::microseconds(20000))) {
     std::uint64_t before = 0, after = 0;
     words.assign(static_cast<std::size_t>(st.st_size) / 8, 0);
@@ -401,8 +403,9 @@ inline bool read_open_segment(int fd, const std::string& path, long pid, bool al
     const std::size_t got = read_all(words.data(), words.size() * 8, 0);
     if (read_all(&after, 8, seq_at) != 8 || got != words.size() * 8) return bad("truncated while read");
     if (before % 2 != 0 || before != after || words[image::h_sequence] != before) {  // an update is under way
-      if (std::chrono::steady_clock::now() >= give_up || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) break;
-      std::this_thread::sleep_for(pause);
+      if (writer_gone || std::chrono::steady_clock::now() >= give_up) break;
+      writer_gone = ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+      if (!writer_gone) std::this_thread::sleep_for(pause);
       continue;
     }
     if (std::string w; !parse_image(words.data(), words.size(), out, w)) return bad(w);
