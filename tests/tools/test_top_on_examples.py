@@ -176,14 +176,15 @@ else:
     w = Window(["--name", "amr", "--interval", str(INTERVAL)])
     try:
         # amr's steps are many short tasks (TASKS/s); numa_test's jobs are one long task each,
-        # which keep the workers busy (BUSY%) and finish only at the end.
+        # which keep the workers busy (BUSY%) and finish only at the end; 60 passes run for
+        # several seconds, so that the screens span more than the first readings.
         first = watch(w, AMR, amr_args, "amr", "TASKS/s")
         # the same name again: numaaff-top follows the new process
         second = watch(w, AMR, amr_args, "amr, restarted", "TASKS/s")
         check(first != second, "the restarted amr has another pid")
         w.close()
         w = Window(["--name", "numa_test", "--interval", str(INTERVAL), "--sort", "pages"])
-        watch(w, NUMA_TEST, ["--mode", "exec", "--passes", "20", "--mib", "16"], "numa_test", "BUSY%")
+        watch(w, NUMA_TEST, ["--mode", "exec", "--passes", "60", "--mib", "16"], "numa_test", "BUSY%")
         subprocess.run(["tmux", "send-keys", "-t", w.s, "q"], check=True)
         deadline = time.time() + 3
         while w.alive() and time.time() < deadline:
