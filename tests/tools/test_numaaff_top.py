@@ -203,14 +203,17 @@ try:
     # ---- live in tmux: the screen, a resize, keys, the target exiting under it --------------
     if shutil.which("tmux"):
         s = f"numaaff-top-test-{os.getpid()}"
-        subprocess.run(["tmux", "new-session", "-d", "-s", s, "-x", "150", "-y", "30",
+        # its own server: on the shared one, another test closing its last session can end the
+        # server while this test connects to it
+        tmux = ["tmux", "-L", s]
+        subprocess.run([*tmux, "new-session", "-d", "-s", s, "-x", "150", "-y", "30",
                         f"{TOP} --pid {t.pid} --interval 0.5"], check=True)
 
         def screen():
-            return subprocess.run(["tmux", "capture-pane", "-p", "-t", s], capture_output=True, text=True).stdout
+            return subprocess.run([*tmux, "capture-pane", "-p", "-t", s], capture_output=True, text=True).stdout
 
         def alive():
-            return subprocess.run(["tmux", "has-session", "-t", s], capture_output=True).returncode == 0
+            return subprocess.run([*tmux, "has-session", "-t", s], capture_output=True).returncode == 0
 
         try:
             time.sleep(2.0)
@@ -227,7 +230,7 @@ try:
                 # KIND may take two or three words; read the columns from the right
                 proc_mib = float(mine[len(mine) - (len(cols) - cols.index("PROC_MiB"))])
                 check(proc_mib >= t.bytes / 2**20, f"PROC_MiB {proc_mib} on the screen < the 8 MiB block:\n{text}")
-            subprocess.run(["tmux", "resize-window", "-t", s, "-x", "70", "-y", "20"], check=True)
+            subprocess.run([*tmux, "resize-window", "-t", s, "-x", "70", "-y", "20"], check=True)
             time.sleep(1.0)
             text = screen()
             # The column header (130 characters) is cut at the window's width, not wrapped by
@@ -236,20 +239,20 @@ try:
             check(len(header.rstrip()) == 70, f"column header not cut at 70 columns:\n{text}")
             check("FREE_MiB" not in text and "HUGE2M" not in text, f"the header's right half was drawn:\n{text}")
             check(any(l.startswith("numaaff-top") for l in text.splitlines()), f"nothing drawn after the resize:\n{text}")
-            subprocess.run(["tmux", "send-keys", "-t", s, "s"], check=True)
+            subprocess.run([*tmux, "send-keys", "-t", s, "s"], check=True)
             time.sleep(0.7)
             check(alive(), "numaaff-top left on 's'")
             t.stop()
             time.sleep(1.5)
             text = screen()
             check("gone" in text and alive(), f"after the target exited:\n{text}")
-            subprocess.run(["tmux", "send-keys", "-t", s, "q"], check=True)
+            subprocess.run([*tmux, "send-keys", "-t", s, "q"], check=True)
             deadline = time.time() + 3
             while alive() and time.time() < deadline:
                 time.sleep(0.1)
             check(not alive(), "numaaff-top did not quit on 'q'")
         finally:
-            subprocess.run(["tmux", "kill-session", "-t", s], capture_output=True)
+            subprocess.run([*tmux, "kill-server"], capture_output=True)
     else:
         check(False, "tmux is not installed (scripts/setup.sh installs it)")
 finally:

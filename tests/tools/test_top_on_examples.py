@@ -49,16 +49,22 @@ def raw_mib(pid):
 class Window:
     """numaaff-top in a tmux session of its own."""
 
+    opened = 0
+
     def __init__(self, args):
-        self.s = f"numaaff-top-examples-{os.getpid()}"
-        subprocess.run(["tmux", "new-session", "-d", "-s", self.s, "-x", "160", "-y", "30", " ".join([TOP, *args])],
-                       check=True)
+        # A server of its own per window: on a shared server, a session closed by another test
+        # (or the window before this one) can end the server while this one connects to it.
+        Window.opened += 1
+        self.s = f"numaaff-top-examples-{os.getpid()}-{Window.opened}"
+        self.tmux = ["tmux", "-L", self.s]
+        subprocess.run([*self.tmux, "new-session", "-d", "-s", self.s, "-x", "160", "-y", "30",
+                        " ".join([TOP, *args])], check=True)
 
     def screen(self):
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.s], capture_output=True, text=True).stdout
+        return subprocess.run([*self.tmux, "capture-pane", "-p", "-t", self.s], capture_output=True, text=True).stdout
 
     def alive(self):
-        return subprocess.run(["tmux", "has-session", "-t", self.s], capture_output=True).returncode == 0
+        return subprocess.run([*self.tmux, "has-session", "-t", self.s], capture_output=True).returncode == 0
 
     def wait_for(self, predicate, seconds):
         deadline = time.time() + seconds
@@ -69,7 +75,7 @@ class Window:
         return text
 
     def close(self):
-        subprocess.run(["tmux", "kill-session", "-t", self.s], capture_output=True)
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True)
 
 
 def rows(text):
@@ -185,7 +191,7 @@ else:
         w.close()
         w = Window(["--name", "numa_test", "--interval", str(INTERVAL), "--sort", "pages"])
         watch(w, NUMA_TEST, ["--mode", "exec", "--passes", "60", "--mib", "16"], "numa_test", "BUSY%")
-        subprocess.run(["tmux", "send-keys", "-t", w.s, "q"], check=True)
+        subprocess.run([*w.tmux, "send-keys", "-t", w.s, "q"], check=True)
         deadline = time.time() + 3
         while w.alive() and time.time() < deadline:
             time.sleep(0.1)
