@@ -88,7 +88,7 @@ tsan="-fsanitize=thread -fno-omit-frame-pointer"
 cmake -S "$root" -B "$b/tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_STANDARD=17 \
     -DCMAKE_CXX_EXTENSIONS=OFF -DCMAKE_CXX_FLAGS="$tsan" -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
     -DCMAKE_EXE_LINKER_FLAGS="$tsan" -DNUMAAFF_BUILD_EXAMPLES=OFF -DNUMAAFF_BUILD_BENCHMARKS=OFF >/dev/null
-cmake --build "$b/tsan" -j "$jobs" --target test_next_touch test_next_touch_random test_allocator test_thread_pool test_dataflow test_kind test_counters
+cmake --build "$b/tsan" -j "$jobs" --target test_next_touch test_next_touch_random test_allocator test_thread_pool test_dataflow test_dependences test_kind test_counters
 # The two tests that arm gigabytes of address space are left out: TSan's shadow of them makes
 # each of their 100,000+ faults slow enough to take many minutes.
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_next_touch" --gtest_brief=1 \
@@ -97,6 +97,7 @@ TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests/test_allocator" --gtest_brief=1
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests/test_thread_pool" --gtest_brief=1
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests/test_dataflow" --gtest_brief=1
+TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1" "$b/tsan/tests/test_dependences" --gtest_brief=1
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_kind" --gtest_brief=1
 TSAN_OPTIONS="suppressions=$root/tests/tsan.supp halt_on_error=1 die_after_fork=0" "$b/tsan/tests/test_counters" --gtest_brief=1
 

@@ -2,10 +2,12 @@
 // it is run, waits in the dependence tracker (dependences.hpp) until its predecessors have
 // finished, is then placed by its data (the data directory) and queued like any other task.
 //
-// Release happens in the task's destructor, which every end of a task passes through: after it
+// Release happens in the task's dispose(), which every end of a task passes through: after it
 // ran (or threw), and when it is discarded without running (thread_pool::cancel,
 // task_group::cancel, a cancelled predecessor). So nothing that waits on a task is ever left
-// waiting, and a discarded task's dependents are discarded in turn. Releasing can make many
+// waiting, and a discarded task's dependents are discarded in turn. dispose() destroys the
+// callable at once; the task's memory goes when the tracker forgets it (its node stays in the
+// tracker's segments until the next drain). Releasing can make many
 // tasks ready and discarding one releases more: each thread drains them from an intrusive list
 // (no recursion, no allocation).
 #pragma once
@@ -59,8 +61,13 @@ struct flow_base : pool_task, dep_node {
     accesses = ranges.data();
     count = ranges.size();
     for (std::size_t i = 0; i < count; ++i) commutative = commutative || accesses[i].mode == dep_mode::commute;
+    forget = [](dep_node& n) noexcept { delete static_cast<flow_base*>(&n); };
   }
-  ~flow_base() override;
+  /// Destroys the callable, then releases the task's dependents; the tracker deletes the task
+  /// when it forgets it (maybe before this returns).
+  void dispose() noexcept override;
+  /// Destroys the callable (once; the destructor then leaves it).
+  virtual void drop_callable() noexcept = 0;
   /// After the task's callable returned: what the task taught the directory.
   void learned() noexcept;
 
@@ -76,12 +83,23 @@ template <class F>
 struct flow_task final : flow_base {
   template <class G>
   flow_task(G&& fn, flow_ranges r, flow_state& o) : flow_base(std::move(r), o), f(std::forward<G>(fn)) {}
+  ~flow_task() override {
+    if (!dropped) f.~F();
+  }
   void execute() override {
     ran = true;
     f();
     learned();
   }
-  F f;
+  void drop_callable() noexcept override {
+    f.~F();
+    dropped = true;
+  }
+  // Its own lifetime: the callable ends when the task does, its memory later (see dispose()).
+  union {
+    F f;
+  };
+  bool dropped = false;
 };
 
 /**
@@ -115,8 +133,7 @@ class flow_state {
       ready = tracker_.add(*t);
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
     } catch (...) {
-      t->owner = nullptr;  // never registered: nothing to release
-      delete t;
+      delete t;  // never registered: nothing to release
       sched_.done().finish(group_);  // wait() does not wait for a task that was not made
       throw;
     }
@@ -164,7 +181,7 @@ class flow_state {
   void discard(flow_base& t) noexcept {
     group_state* g = t.group;
     if (g != nullptr) g->cancelled.store(true, std::memory_order_relaxed);  // before finish: the group may go
-    delete &t;  // releases its dependents, discarded too
+    t.dispose();  // releases its dependents, discarded too
     sched_.done().finish(g);
   }
 
@@ -236,8 +253,8 @@ class flow_state {
   dependence_tracker tracker_;
 };
 
-inline flow_base::~flow_base() {
-  if (owner == nullptr) return;  // never registered
+inline void flow_base::dispose() noexcept {
+  drop_callable();
   owner->tracker_.release(*this, !ran, [](dep_node* n) { flow_state::on_ready(n); });
 }
 

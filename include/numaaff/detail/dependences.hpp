@@ -12,8 +12,17 @@
 // A finished task leaves every segment (empty segments are erased), so the tracker holds only
 // what live tasks touch: no per-task growth over a long run.
 //
+// Finishing and leaving are two steps, so that the threads finishing tasks never wait for the
+// thread registering them (the map has one lock, and registration holds it for a whole task).
+// A finishing task marks itself finished under its own small lock, takes its successors, and
+// goes on a lock-free stack of finished tasks; whoever holds the map lock next (the next
+// registration, or a finishing thread that finds it free) takes it out of the segments and
+// hands it back through its `forget` hook. Until then it stays in its segments' lists, where a
+// registration sees it finished and waits for nothing. A segment a waiting task's range begins
+// in (`heads`) is never erased, even emptied by a later writer, so the range finds it.
+//
 // What a task pays is what its own ranges touch, not the size of the map: each range keeps the
-// segment it begins in and its slot in that segment's list, so a release goes straight to it
+// segment it begins in and its slot in that segment's list, so leaving goes straight to it
 // and takes the task out in O(1) (a tile's many readers finish in any order); registration
 // walks the map once per range. Tiles that match earlier tiles exactly, the common case, cut
 // nothing.
@@ -34,6 +43,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <new>
 #include <mutex>
 #include <utility>
@@ -185,7 +195,9 @@ class task_list {
   std::size_t base_ = 0;  // slot of data_[0]
 };
 
-/// A task's place in the dependence graph (embedded in the task; see dataflow.hpp).
+/// A task's place in the dependence graph (embedded in the task; see dataflow.hpp). It must
+/// stay alive from add() until the tracker calls `forget` (or, without a hook, until the
+/// tracker ends or a segments() call after release() returns).
 struct dep_node {
   /// Predecessors not yet finished, plus one while the task is being registered.
   std::atomic<std::size_t> waiting{1};
@@ -196,9 +208,15 @@ struct dep_node {
   bool commutative = false;           // holds a commutative access
   bool self_overlap = false;          // two of its ranges share a byte (set by add())
   bool holding = false;               // a commutative updater admitted to run (under the lock)
-  task_list successors;               // under the tracker's lock
+  bool finished = false;              // under `lock`: released; edges to it are not made
+  spin_lock lock;                     // successors and finished: registration against release
+  task_list successors;               // under `lock`
   dep_node* comm_link = nullptr;      // in the tracker's running or parked commutative list
   dep_node* work_link = nullptr;      // in a thread's list of ready nodes (dataflow.hpp)
+  dep_node* finished_link = nullptr;  // in the tracker's stack of finished nodes
+  /// Called once the tracker no longer refers to the node (under the tracker's lock: it must
+  /// not call into the tracker).
+  void (*forget)(dep_node&) noexcept = nullptr;
 };
 
 /// Map nodes recycled by one tracker, under its lock: a segment is made and erased for most
@@ -309,10 +327,18 @@ struct pool_allocator {
 
 /// A run of bytes every live task that touches it covers whole (see the file comment).
 struct dep_segment {
+  dep_segment() noexcept = default;
+  /// A cut's tail: the same tasks; no range begins in it.
+  dep_segment(const dep_segment& o)
+      : end(o.end), writers(o.writers), readers(o.readers), before(o.before), commutative_set(o.commutative_set) {}
+  dep_segment& operator=(const dep_segment&) = delete;
   std::uintptr_t end = 0;
   task_list writers, readers, before;
+  std::size_t heads = 0;         // ranges of registered tasks not yet gone that begin here
   bool commutative_set = false;  // writers are an open commutative set
   bool empty() const noexcept { return writers.empty() && readers.empty() && before.empty(); }
+  /// Nothing needs it any more.
+  bool unused() const noexcept { return heads == 0 && empty(); }
 };
 using dep_segment_map = std::map<std::uintptr_t, dep_segment, std::less<std::uintptr_t>,
                                  pool_allocator<std::pair<const std::uintptr_t, dep_segment>>>;
@@ -322,9 +348,8 @@ struct dep_range {
   dep_range() noexcept = default;
   dep_range(std::uintptr_t b, std::uintptr_t e, dep_mode m) noexcept : begin(b), end(e), mode(m) {}
   std::uintptr_t begin = 0, end = 0;
-  /// While the task is registered: the segment starting at `begin`. It outlives the task's
-  /// stay: whoever takes the task out of it (a later writer) waits for the task, so it is
-  /// never empty, hence never erased, before the task leaves; cuts keep its node.
+  /// While the task is registered: the segment starting at `begin`. Its `heads` count keeps
+  /// it until the task leaves; cuts keep its node.
   dep_segment_map::iterator head{};
   /// While registered: its slot in the head's list of its mode (task_list::no_slot: none).
   std::uint32_t slot = task_list::no_slot;
@@ -342,34 +367,59 @@ class dependence_tracker {
   dependence_tracker() = default;
   dependence_tracker(const dependence_tracker&) = delete;
   dependence_tracker& operator=(const dependence_tracker&) = delete;
+  /// Every task released (the owner waited): the finished ones not yet taken out go now.
+  ~dependence_tracker() {
+    std::lock_guard<spin_lock> lock(lock_);
+    drain();
+  }
 
   /// Registers `n` after every task registered before. @return true if it is ready now
   /// (nothing to wait for); otherwise a later release() reports it.
   /// @throws std::bad_alloc with the tracker's order unchanged and `n` not registered.
   bool add(dep_node& n) {
     n.self_overlap = self_overlapping(n);
-    std::lock_guard<spin_lock> lock(lock_);
-    prepare(n);  // may throw: nothing linked yet
+    lock_.lock();
+    drain();
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+    try {
+#endif
+      prepare(n);  // may throw: nothing linked yet
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+    } catch (...) {
+      unlock();
+      throw;
+    }
+#endif
     for (std::size_t i = 0; i < n.count; ++i) link(n, n.accesses[i]);
+    unlock();
     return n.waiting.fetch_sub(1, std::memory_order_acq_rel) == 1;
   }
 
   /**
-   * `n` has finished (ran, threw, or was discarded: `discarded`). It leaves the segments; each
-   * successor it was the last to wait for, and each parked commutative updater it frees, is
-   * passed to `ready` after the lock is released. A discarded task's successors are marked
-   * cancelled first. Allocates nothing.
+   * `n` has finished (ran, threw, or was discarded: `discarded`). Each successor it was the
+   * last to wait for, and each parked commutative updater it frees, is passed to `ready`. A
+   * discarded task's successors are marked cancelled first. `n` may be forgotten (its hook
+   * called) before this returns, on this thread or another: the caller must not touch it
+   * after the call. Allocates nothing; never waits for a registration, but for a commutative
+   * updater's own bookkeeping.
    */
   template <class Ready>
   void release(dep_node& n, bool discarded, Ready&& ready) noexcept {
     task_list successors;
-    dep_node* freed = nullptr;
     {
-      std::lock_guard<spin_lock> lock(lock_);
-      for (std::size_t i = 0; i < n.count; ++i) leave(n, n.accesses[i]);
+      std::lock_guard<spin_lock> lock(n.lock);
+      n.finished = true;
       n.successors.take(successors);
-      if (n.commutative) freed = finish_commutative(n);
     }
+    dep_node* freed = nullptr;
+    const bool commutative = n.commutative;
+    if (commutative) {  // the running set is the map lock's: take it, and leave at once
+      lock_.lock();
+      freed = finish_commutative(n);
+      leave_all(n);
+      unlock();
+    }
+    // Successors first: they wait for nothing else, while leaving the segments can wait.
     successors.each([&](dep_node* s) {
       if (discarded) s->cancelled.store(true, std::memory_order_relaxed);
       if (s->waiting.fetch_sub(1, std::memory_order_acq_rel) == 1) ready(s);
@@ -380,32 +430,80 @@ class dependence_tracker {
       ready(freed);
       freed = next;
     }
+    if (commutative) return;  // forgotten above: n is gone
+    dep_node* top = finished_.load(std::memory_order_relaxed);
+    do {
+      n.finished_link = top;
+    } while (!finished_.compare_exchange_weak(top, &n, std::memory_order_seq_cst, std::memory_order_relaxed));
+    // n is the stack's from here: whoever holds the lock may forget it. The fence orders the
+    // push before the try_lock (see unlock()).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (lock_.try_lock()) {
+      drain();
+      unlock();
+    }
   }
 
   /// For a ready commutative updater: true if it may run now (it then holds its bytes until
   /// release()); false if another running updater overlaps it (release() of that one passes
   /// it to `ready` later).
   bool acquire(dep_node& n) noexcept {
-    std::lock_guard<spin_lock> lock(lock_);
-    if (n.holding) return true;  // admitted by the release that passed it on
-    if (conflicts_with_running(n)) {
+    lock_.lock();
+    bool admitted = true;
+    if (n.holding) {
+      // admitted by the release that passed it on
+    } else if (conflicts_with_running(n)) {
       append(parked_, n);
-      return false;
+      admitted = false;
+    } else {
+      append(running_, n);
+      n.holding = true;
     }
-    append(running_, n);
-    n.holding = true;
-    return true;
+    unlock();
+    return admitted;
   }
 
-  /// Segments held (for tests of the plateau).
-  std::size_t segments() const noexcept {
-    std::lock_guard<spin_lock> lock(lock_);
-    return map_.size();
+  /// Segments held once every released task has left (for tests of the plateau).
+  std::size_t segments() noexcept {
+    lock_.lock();
+    drain();
+    const std::size_t n = map_.size();
+    unlock();
+    return n;
   }
 
  private:
   using map_type = dep_segment_map;
   using segment = dep_segment;
+
+  /// Under the lock: the finished nodes leave their segments and are forgotten.
+  void drain() noexcept {
+    dep_node* n = finished_.exchange(nullptr, std::memory_order_acquire);
+    while (n != nullptr) {
+      dep_node* next = n->finished_link;
+      leave_all(*n);
+      n = next;
+    }
+  }
+
+  /// Under the lock: `n` leaves its segments and is forgotten.
+  void leave_all(dep_node& n) noexcept {
+    for (std::size_t i = 0; i < n.count; ++i) leave(n, n.accesses[i]);
+    if (n.forget != nullptr) n.forget(n);
+  }
+
+  /// Releases the lock; then takes back what was pushed while it was held (a thread that
+  /// pushed found the lock taken and left its node to the holder). The fences order each
+  /// push before its try_lock and this unlock before the check, so one of the two sees the
+  /// other: no finished node waits for a later registration to be forgotten.
+  void unlock() noexcept {
+    for (;;) {
+      lock_.unlock();
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (finished_.load(std::memory_order_relaxed) == nullptr || !lock_.try_lock()) return;
+      drain();
+    }
+  }
 
   /// Two of n's ranges share a byte: then one segment may hold n more than once, and leaving
   /// one range may erase a segment another range's head names. Past 16 ranges, assumed.
@@ -418,9 +516,25 @@ class dependence_tracker {
   }
 
   /// The segment starting at `at`, cutting the one that holds `at` if needed; else the first
-  /// segment after `at` (or end()). One walk of the map.
+  /// segment after `at` (or end()). At most one walk of the map.
   map_type::iterator segment_from(std::uintptr_t at) {
-    auto it = map_.upper_bound(at);
+    if (starts_ != nullptr) {
+      const start_entry& e = starts_[start_slot(at)];
+      if (e.key == at && e.it != map_.end()) return e.it;
+    }
+    if (starts_ == nullptr && map_.size() >= starts_from) {
+      starts_.reset(new (std::nothrow) start_entry[start_slots]);
+      if (starts_ != nullptr)
+        for (std::size_t i = 0; i < start_slots; ++i) starts_[i].it = map_.end();
+    }
+    map_type::iterator it;
+    if (last_ != map_.end() && last_->first < at && (it = std::next(last_), it == map_.end() || it->first >= at)) {
+      // the segment made last for a gap is just before `at` (new tiles registered in address
+      // order, each after the last): no walk
+      if (it != map_.end() && it->first == at) return it;
+    } else {
+      it = map_.upper_bound(at);
+    }
     if (it == map_.begin()) return it;
     auto prev = std::prev(it);
     if (prev->first == at) return prev;
@@ -433,6 +547,23 @@ class dependence_tracker {
     return it;
   }
 
+  /// The segment starting at `at` (end(): none), and the same kept for the next lookup.
+  map_type::iterator remember(map_type::iterator it) noexcept {
+    if (starts_ != nullptr && it != map_.end()) starts_[start_slot(it->first)] = start_entry{it->first, it};
+    return it;
+  }
+  /// `it` is about to be erased.
+  void forget_start(map_type::iterator it) noexcept {
+    if (last_ == it) last_ = map_.end();
+    if (starts_ == nullptr) return;
+    start_entry& e = starts_[start_slot(it->first)];
+    if (e.it == it) e.it = map_.end();
+  }
+  static std::size_t start_slot(std::uintptr_t at) noexcept {
+    // Tiles are aligned: the bits above their alignment spread them over the slots.
+    return static_cast<std::size_t>((at * 0x9e3779b97f4a7c15ull) >> 52) % start_slots;
+  }
+
   /// Phase one: segments exactly covering every access (each range's head recorded), and room
   /// in every vector link() grows.
   void prepare(dep_node& n) {
@@ -442,14 +573,15 @@ class dependence_tracker {
       dep_range& a = n.accesses[i];
       if (a.begin >= a.end) continue;  // no bytes: no access (and no cut)
       auto it = segment_from(a.begin);
+      if (it != map_.end() && it->first == a.begin) remember(it);
       std::uintptr_t at = a.begin;
       while (at < a.end) {
         if (it == map_.end() || it->first > at) {  // a gap: a new, empty segment
           segment s;
           s.end = it == map_.end() ? a.end : std::min(a.end, it->first);
-          it = map_.emplace_hint(it, at, std::move(s));
+          it = last_ = remember(map_.emplace_hint(it, at, std::move(s)));
         } else if (a.end < it->second.end) {  // the last segment reaches past the range: cut it
-          map_.emplace_hint(std::next(it), a.end, it->second);
+          remember(map_.emplace_hint(std::next(it), a.end, it->second));
           it->second.end = a.end;
         }
         if (at == a.begin) a.head = it;
@@ -464,7 +596,10 @@ class dependence_tracker {
             s.before.make_room(s.writers.size() + s.readers.size() + room);
             break;
         }
-        auto room_in = [](dep_node* p) { p->successors.make_room(1); };
+        auto room_in = [](dep_node* p) {
+          std::lock_guard<spin_lock> lock(p->lock);
+          if (!p->finished) p->successors.make_room(1);
+        };
         s.writers.each(room_in);
         if (a.mode != dep_mode::read) {
           s.readers.each(room_in);
@@ -478,6 +613,8 @@ class dependence_tracker {
 
   static void edge(dep_node& from, dep_node& to) noexcept {
     if (&from == &to) return;
+    std::lock_guard<spin_lock> lock(from.lock);
+    if (from.finished) return;  // nothing to wait for (it leaves at the next drain)
     if (!from.successors.empty() && from.successors.back() == &to) return;  // already linked
     from.successors.push_back(&to);  // room reserved by prepare()
     to.waiting.fetch_add(1, std::memory_order_relaxed);
@@ -486,6 +623,7 @@ class dependence_tracker {
   /// Phase two: no allocation (prepare() reserved it all).
   void link(dep_node& n, dep_range& a) noexcept {
     if (a.begin >= a.end) return;  // no bytes: no segment, no head (callers drop such ranges)
+    ++a.head->second.heads;
     auto to_n = [&n](dep_node* p) { edge(*p, n); };
     for (auto it = a.head;; ++it) {  // prepare() made segments from a.begin to a.end
       segment& s = it->second;
@@ -524,26 +662,28 @@ class dependence_tracker {
   }
 
   /// n leaves the segments of `a`: a reader is in the readers, an updater in the writers, or
-  /// either in a later commutative set's `before`.
+  /// either in a later commutative set's `before` (or in none, taken out by a writer
+  /// registered after n finished). The head is there: its `heads` counted this range.
   void leave(dep_node& n, const dep_range& a) noexcept {
     if (a.begin >= a.end) return;
     auto it = a.head;
-    std::uint32_t slot = a.slot;
-    if (n.self_overlap) {  // another of n's ranges may have erased the head: look it up
-      it = map_.upper_bound(a.begin);
-      if (it != map_.begin()) --it;
-      slot = task_list::no_slot;
-    }
+    --it->second.heads;
+    // With two ranges of n sharing bytes, a list may hold n once for both: the head's slot
+    // may be the other range's, so look n up.
+    std::uint32_t slot = n.self_overlap ? task_list::no_slot : a.slot;
     while (it != map_.end() && it->first < a.end) {
       segment& s = it->second;
-      if (s.end <= a.begin) {
-        ++it;
-        continue;
-      }
       (a.mode == dep_mode::read ? s.readers : s.writers).remove(&n, slot);
       if (!s.before.empty()) s.before.remove_all(&n);
       slot = task_list::no_slot;  // slots are of the head only
-      it = s.empty() ? map_.erase(it) : std::next(it);
+      const bool last = s.end >= a.end;  // most ranges are one segment: no step past it
+      if (s.unused()) {
+        forget_start(it);
+        it = map_.erase(it);
+      } else if (!last) {
+        ++it;
+      }
+      if (last) break;
     }
   }
 
@@ -595,9 +735,20 @@ class dependence_tracker {
     return freed;
   }
 
-  mutable spin_lock lock_;
+  spin_lock lock_;  // the map, and the commutative lists
+  std::atomic<dep_node*> finished_{nullptr};  // released nodes not yet forgotten
   node_pool pool_;  // before map_: it outlives the map's nodes
   map_type map_{map_type::key_compare(), map_type::allocator_type(&pool_)};
+  // Where the segments that ranges begin at start, by address: most lookups name a tile
+  // registered a moment ago, and a direct-mapped table finds it without walking the tree.
+  // Made once the map is large enough for the walk to miss the cache (none if that fails).
+  struct start_entry {
+    std::uintptr_t key = 0;
+    map_type::iterator it;  // map_.end(): empty
+  };
+  static constexpr std::size_t starts_from = 64, start_slots = 4096;
+  std::unique_ptr<start_entry[]> starts_;
+  map_type::iterator last_ = map_.end();  // the segment made last for a gap
   dep_node* running_ = nullptr;  // commutative updaters holding their bytes
   dep_node* parked_ = nullptr;   // ready ones waiting for them
 };

@@ -110,6 +110,10 @@ class spin_lock {
       }
     }
   }
+  /// Takes the lock if it is free, without waiting.
+  bool try_lock() noexcept {
+    return !flag_.load(std::memory_order_relaxed) && !flag_.exchange(true, std::memory_order_acquire);
+  }
   void unlock() noexcept { flag_.store(false, std::memory_order_release); }
 
  private:

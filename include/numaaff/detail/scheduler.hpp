@@ -53,6 +53,9 @@ namespace numaaff::detail {
 struct pool_task {
   virtual ~pool_task() = default;
   virtual void execute() = 0;
+  /// The task has ended (ran, threw, or was dropped): what owns it lets it go. A dataflow task
+  /// stays until its tracker no longer refers to it (dataflow.hpp).
+  virtual void dispose() noexcept { delete this; }
   int home = -1;
   bool bound = false;  // runs on its homenode's workers only
   bool timed = false;  // placed by its data: its run time sets its node's steal delay (task_ns)
@@ -634,7 +637,7 @@ inline void scheduler::enqueue(pool_task* t) {
     queue(t);
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
   } catch (...) {
-    delete t;
+    t->dispose();
     done_.finish(g);
     throw;
   }
@@ -886,7 +889,7 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
   // An outside helper's run counts before the finish (a waiter may read the counts then).
   if (self == nullptr) nodes_[index_of(t->home)]->helped.fetch_add(1, std::memory_order_relaxed);
-  delete t;
+  t->dispose();
   if (self != nullptr) {
     self->busy.store(was_busy, std::memory_order_release);
     self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
@@ -981,7 +984,7 @@ inline std::size_t scheduler::cancel() {
       if (t == nullptr) break;
       group_state* g = t->group;
       if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
-      delete t;
+      t->dispose();
       // Its group's wait must not return as if it had run (set before finish(): after it, the
       // group may be gone).
       if (g != nullptr) g->cancelled.store(true, std::memory_order_relaxed);
