@@ -20,7 +20,7 @@ namespace numaaff::detail {
 
 class block_cache {
  public:
-  static constexpr std::size_t block_size = 320;  // usable bytes: a dataflow task (248 B) with a few captures fits
+  static constexpr std::size_t block_size = 320;  // usable bytes: a dataflow task capturing four pointers fits (dataflow.hpp)
 
   /// A block of `block_size` bytes, aligned for max_align_t. Throws std::bad_alloc.
   static void* allocate() {

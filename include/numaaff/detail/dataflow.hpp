@@ -61,8 +61,9 @@ struct flow_base : pool_task, dep_node {
     accesses = ranges.data();
     count = ranges.size();
     for (std::size_t i = 0; i < count; ++i) commutative = commutative || accesses[i].mode == dep_mode::commute;
-    forget = [](dep_node& n) noexcept { delete static_cast<flow_base*>(&n); };
   }
+  /// The tracker's hook: the task's memory goes.
+  static void forget(dep_node& n) noexcept { delete static_cast<flow_base*>(&n); }
   /// Destroys the callable, then releases the task's dependents; the tracker deletes the task
   /// when it forgets it (maybe before this returns).
   void dispose() noexcept override;
@@ -74,6 +75,7 @@ struct flow_base : pool_task, dep_node {
   flow_ranges ranges;
   flow_state* owner;
   bool ran = false;               // execute() was entered (a throw counts as ran)
+  bool dropped = false;           // the callable was destroyed (flow_task)
   std::uint32_t untouched = 0;    // ranges (the first 32) the directory knew no node for
   std::uint64_t placed_epoch = 0;  // migration_epoch when it was placed
   std::uint64_t cancel_mark = 0;   // the scheduler's cancel generation when it was run
@@ -99,8 +101,15 @@ struct flow_task final : flow_base {
   union {
     F f;
   };
-  bool dropped = false;
 };
+
+/// Tasks capture a few pointers or references: such a task must come from the block cache.
+struct four_pointers {
+  void* p[4];
+  void operator()() const noexcept {}
+};
+static_assert(sizeof(flow_task<four_pointers>) <= block_cache::block_size,
+              "a dataflow task capturing four pointers no longer fits a block of the cache");
 
 /**
  * The dataflow side of one group (a task_group) or of a pool's submits with accesses: its
@@ -250,7 +259,7 @@ class flow_state {
 
   scheduler& sched_;
   group_state* group_;
-  dependence_tracker tracker_;
+  dependence_tracker tracker_{&flow_base::forget};
 };
 
 inline void flow_base::dispose() noexcept {

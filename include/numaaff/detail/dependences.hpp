@@ -9,17 +9,19 @@
 //   before    for a commutative set, what its members wait for (the accesses before the set).
 // A reader waits for the writers; a writer waits for writers and readers and becomes the only
 // writer; a commutative updater joins an open set (waiting for `before`) or opens one.
-// A finished task leaves every segment (empty segments are erased), so the tracker holds only
+// A finished task leaves every segment (unused segments are erased), so the tracker holds only
 // what live tasks touch: no per-task growth over a long run.
 //
-// Finishing and leaving are two steps, so that the threads finishing tasks never wait for the
-// thread registering them (the map has one lock, and registration holds it for a whole task).
-// A finishing task marks itself finished under its own small lock, takes its successors, and
+// Finishing and leaving are two steps, so that a finishing task does not wait for the thread
+// registering others (the map has one lock, and registration holds it for a whole task): a
+// finishing task marks itself finished under its own small lock, takes its successors, and
 // goes on a lock-free stack of finished tasks; whoever holds the map lock next (the next
 // registration, or a finishing thread that finds it free) takes it out of the segments and
-// hands it back through its `forget` hook. Until then it stays in its segments' lists, where a
-// registration sees it finished and waits for nothing. A segment a waiting task's range begins
-// in (`heads`) is never erased, even emptied by a later writer, so the range finds it.
+// hands it back through the tracker's `forget` hook. Until then it stays in its segments'
+// lists, where a registration sees it finished and waits for nothing. A segment that a range
+// of a registered task begins in (`heads`) stays until that task has left, even emptied by a
+// later writer, so the range finds it. Commutative updaters are the exception: their running
+// set is under the map lock, so they leave at once, waiting for it.
 //
 // What a task pays is what its own ranges touch, not the size of the map: each range keeps the
 // segment it begins in and its slot in that segment's list, so leaving goes straight to it
@@ -196,8 +198,9 @@ class task_list {
 };
 
 /// A task's place in the dependence graph (embedded in the task; see dataflow.hpp). It must
-/// stay alive from add() until the tracker calls `forget` (or, without a hook, until the
-/// tracker ends or a segments() call after release() returns).
+/// stay alive, and not be added again, from add() until the tracker forgets it: its hook is
+/// called then; without a hook, once release() has returned on every thread (the stack of
+/// finished nodes is then empty).
 struct dep_node {
   /// Predecessors not yet finished, plus one while the task is being registered.
   std::atomic<std::size_t> waiting{1};
@@ -211,12 +214,11 @@ struct dep_node {
   bool finished = false;              // under `lock`: released; edges to it are not made
   spin_lock lock;                     // successors and finished: registration against release
   task_list successors;               // under `lock`
-  dep_node* comm_link = nullptr;      // in the tracker's running or parked commutative list
+  union {
+    dep_node* comm_link = nullptr;  // a commutative updater: in the running or parked list
+    dep_node* finished_link;        // any other task, released: in the stack of finished nodes
+  };
   dep_node* work_link = nullptr;      // in a thread's list of ready nodes (dataflow.hpp)
-  dep_node* finished_link = nullptr;  // in the tracker's stack of finished nodes
-  /// Called once the tracker no longer refers to the node (under the tracker's lock: it must
-  /// not call into the tracker).
-  void (*forget)(dep_node&) noexcept = nullptr;
 };
 
 /// Map nodes recycled by one tracker, under its lock: a segment is made and erased for most
@@ -364,13 +366,18 @@ inline bool overlaps(const dep_range& a, const dep_range& b) noexcept {
 
 class dependence_tracker {
  public:
-  dependence_tracker() = default;
+  /// A hook that the tracker calls when it no longer refers to a node: under its lock, so it
+  /// must not call into the tracker.
+  using forget_hook = void (*)(dep_node&) noexcept;
+  explicit dependence_tracker(forget_hook forget = nullptr) noexcept : forget_(forget) {}
   dependence_tracker(const dependence_tracker&) = delete;
   dependence_tracker& operator=(const dependence_tracker&) = delete;
-  /// Every task released (the owner waited): the finished ones not yet taken out go now.
+  /// Every task released: the stack is empty then (see unlock()). A forked child may find the
+  /// lock held by a thread it does not have: it leaves the nodes, as it leaves queued tasks.
   ~dependence_tracker() {
-    std::lock_guard<spin_lock> lock(lock_);
+    if (!lock_.try_lock()) return;
     drain();
+    lock_.unlock();
   }
 
   /// Registers `n` after every task registered before. @return true if it is ready now
@@ -398,10 +405,9 @@ class dependence_tracker {
   /**
    * `n` has finished (ran, threw, or was discarded: `discarded`). Each successor it was the
    * last to wait for, and each parked commutative updater it frees, is passed to `ready`. A
-   * discarded task's successors are marked cancelled first. `n` may be forgotten (its hook
+   * discarded task's successors are marked cancelled first. `n` may be forgotten (the hook
    * called) before this returns, on this thread or another: the caller must not touch it
-   * after the call. Allocates nothing; never waits for a registration, but for a commutative
-   * updater's own bookkeeping.
+   * after the call. Allocates nothing. Waits for the map lock only for a commutative updater.
    */
   template <class Ready>
   void release(dep_node& n, bool discarded, Ready&& ready) noexcept {
@@ -419,7 +425,7 @@ class dependence_tracker {
       leave_all(n);
       unlock();
     }
-    // Successors first: they wait for nothing else, while leaving the segments can wait.
+    // Successors before the stack: leaving the segments can wait, they need not.
     successors.each([&](dep_node* s) {
       if (discarded) s->cancelled.store(true, std::memory_order_relaxed);
       if (s->waiting.fetch_sub(1, std::memory_order_acq_rel) == 1) ready(s);
@@ -448,6 +454,9 @@ class dependence_tracker {
   /// release()); false if another running updater overlaps it (release() of that one passes
   /// it to `ready` later).
   bool acquire(dep_node& n) noexcept {
+    // Plain unlock at the end: once n is parked, another thread may admit and finish it, and
+    // end the group and this tracker, so nothing here may read the tracker after unlocking.
+    // What was pushed meanwhile goes at the next drain.
     lock_.lock();
     bool admitted = true;
     if (n.holding) {
@@ -459,7 +468,7 @@ class dependence_tracker {
       append(running_, n);
       n.holding = true;
     }
-    unlock();
+    lock_.unlock();
     return admitted;
   }
 
@@ -489,7 +498,7 @@ class dependence_tracker {
   /// Under the lock: `n` leaves its segments and is forgotten.
   void leave_all(dep_node& n) noexcept {
     for (std::size_t i = 0; i < n.count; ++i) leave(n, n.accesses[i]);
-    if (n.forget != nullptr) n.forget(n);
+    if (forget_ != nullptr) forget_(n);
   }
 
   /// Releases the lock; then takes back what was pushed while it was held (a thread that
@@ -662,8 +671,8 @@ class dependence_tracker {
   }
 
   /// n leaves the segments of `a`: a reader is in the readers, an updater in the writers, or
-  /// either in a later commutative set's `before` (or in none, taken out by a writer
-  /// registered after n finished). The head is there: its `heads` counted this range.
+  /// either in a later commutative set's `before` (or in none: a later writer took it out
+  /// when it registered). The head is there: its `heads` counted this range.
   void leave(dep_node& n, const dep_range& a) noexcept {
     if (a.begin >= a.end) return;
     auto it = a.head;
@@ -735,6 +744,7 @@ class dependence_tracker {
     return freed;
   }
 
+  forget_hook forget_;
   spin_lock lock_;  // the map, and the commutative lists
   std::atomic<dep_node*> finished_{nullptr};  // released nodes not yet forgotten
   node_pool pool_;  // before map_: it outlives the map's nodes

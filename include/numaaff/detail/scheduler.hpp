@@ -259,7 +259,7 @@ class scheduler final : public counter_source {
     return t;
   }
   /// Counts `t` into its group and queues it where it should run; wakes whom the plan says.
-  /// If a queue cannot grow, deletes `t`, counts it out again and throws.
+  /// If a queue cannot grow, disposes of `t`, counts it out again and throws.
   void enqueue(pool_task* t);
   /// Queues `t`, already counted into its group (a dataflow task that became ready). If a
   /// queue cannot grow it throws, leaving `t` and its count to the caller.
