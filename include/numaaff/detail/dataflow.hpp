@@ -7,9 +7,9 @@
 // task_group::cancel, a cancelled predecessor). So nothing that waits on a task is ever left
 // waiting, and a discarded task's dependents are discarded in turn. dispose() destroys the
 // callable at once; the task's memory goes when the tracker forgets it (its node stays in the
-// tracker's segments until the next drain). Releasing can make many
-// tasks ready and discarding one releases more: each thread drains them from an intrusive list
-// (no recursion, no allocation).
+// tracker's segments until the next drain). Releasing can make many tasks ready and
+// discarding one releases more: each thread drains them from an intrusive list (no
+// recursion, no allocation).
 #pragma once
 
 #include "data_directory.hpp"
@@ -67,7 +67,8 @@ struct flow_base : pool_task, dep_node {
   /// Destroys the callable, then releases the task's dependents; the tracker deletes the task
   /// when it forgets it (maybe before this returns).
   void dispose() noexcept override;
-  /// Destroys the callable (once; the destructor then leaves it).
+  /// Destroys the callable: called once, before the task's memory goes (the destructor leaves
+  /// it alone).
   virtual void drop_callable() noexcept = 0;
   /// After the task's callable returned: what the task taught the directory.
   void learned() noexcept;
@@ -75,7 +76,6 @@ struct flow_base : pool_task, dep_node {
   flow_ranges ranges;
   flow_state* owner;
   bool ran = false;               // execute() was entered (a throw counts as ran)
-  bool dropped = false;           // the callable was destroyed (flow_task)
   std::uint32_t untouched = 0;    // ranges (the first 32) the directory knew no node for
   std::uint64_t placed_epoch = 0;  // migration_epoch when it was placed
   std::uint64_t cancel_mark = 0;   // the scheduler's cancel generation when it was run
@@ -85,18 +85,13 @@ template <class F>
 struct flow_task final : flow_base {
   template <class G>
   flow_task(G&& fn, flow_ranges r, flow_state& o) : flow_base(std::move(r), o), f(std::forward<G>(fn)) {}
-  ~flow_task() override {
-    if (!dropped) f.~F();
-  }
+  ~flow_task() override {}
   void execute() override {
     ran = true;
     f();
     learned();
   }
-  void drop_callable() noexcept override {
-    f.~F();
-    dropped = true;
-  }
+  void drop_callable() noexcept override { f.~F(); }
   // Its own lifetime: the callable ends when the task does, its memory later (see dispose()).
   union {
     F f;
@@ -142,6 +137,7 @@ class flow_state {
       ready = tracker_.add(*t);
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
     } catch (...) {
+      t->drop_callable();
       delete t;  // never registered: nothing to release
       sched_.done().finish(group_);  // wait() does not wait for a task that was not made
       throw;

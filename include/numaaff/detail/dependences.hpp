@@ -514,8 +514,8 @@ class dependence_tracker {
     }
   }
 
-  /// Two of n's ranges share a byte: then one segment may hold n more than once, and leaving
-  /// one range may erase a segment another range's head names. Past 16 ranges, assumed.
+  /// Two of n's ranges share a byte: then one segment may hold n for two ranges (room for each
+  /// in prepare(), the head's slot not to be trusted in leave()). Past 16 ranges, assumed.
   static bool self_overlapping(const dep_node& n) noexcept {
     if (n.count > 16) return true;
     for (std::size_t i = 0; i < n.count; ++i)
@@ -524,8 +524,9 @@ class dependence_tracker {
     return false;
   }
 
-  /// The segment starting at `at`, cutting the one that holds `at` if needed; else the first
-  /// segment after `at` (or end()). At most one walk of the map.
+  /// The segment starting at `at`, cutting the one that holds `at` if needed (remembered for
+  /// the next lookup); else the first segment after `at` (or end()). At most one walk of the
+  /// map.
   map_type::iterator segment_from(std::uintptr_t at) {
     if (starts_ != nullptr) {
       const start_entry& e = starts_[start_slot(at)];
@@ -540,23 +541,23 @@ class dependence_tracker {
     if (last_ != map_.end() && last_->first < at && (it = std::next(last_), it == map_.end() || it->first >= at)) {
       // the segment made last for a gap is just before `at` (new tiles registered in address
       // order, each after the last): no walk
-      if (it != map_.end() && it->first == at) return it;
+      if (it != map_.end() && it->first == at) return remember(it);
     } else {
       it = map_.upper_bound(at);
     }
     if (it == map_.begin()) return it;
     auto prev = std::prev(it);
-    if (prev->first == at) return prev;
+    if (prev->first == at) return remember(prev);
     if (at < prev->second.end) {
       // The tail, with the same tasks, is inserted before the head is shortened: if inserting
       // throws, no byte has left its segment (the cut changes nothing the segment means).
-      it = map_.emplace_hint(it, at, prev->second);
+      it = remember(map_.emplace_hint(it, at, prev->second));
       prev->second.end = at;
     }
     return it;
   }
 
-  /// The segment starting at `at` (end(): none), and the same kept for the next lookup.
+  /// `it` (end(): none), kept in the table of starts for the next lookup of its start.
   map_type::iterator remember(map_type::iterator it) noexcept {
     if (starts_ != nullptr && it != map_.end()) starts_[start_slot(it->first)] = start_entry{it->first, it};
     return it;
@@ -582,7 +583,6 @@ class dependence_tracker {
       dep_range& a = n.accesses[i];
       if (a.begin >= a.end) continue;  // no bytes: no access (and no cut)
       auto it = segment_from(a.begin);
-      if (it != map_.end() && it->first == a.begin) remember(it);
       std::uintptr_t at = a.begin;
       while (at < a.end) {
         if (it == map_.end() || it->first > at) {  // a gap: a new, empty segment
