@@ -9,8 +9,9 @@
 //   before    for a commutative set, what its members wait for (the accesses before the set).
 // A reader waits for the writers; a writer waits for writers and readers and becomes the only
 // writer; a commutative updater joins an open set (waiting for `before`) or opens one.
-// A finished task leaves every segment (unused segments are erased), so the tracker holds only
-// what live tasks touch: no per-task growth over a long run.
+// A finished task leaves every segment, so the tracker holds only what live tasks touch, and
+// unused segments kept for reuse (at most as many as the used ones, plus a constant): no
+// per-task growth over a long run.
 //
 // Finishing and leaving are two steps, so that a finishing task does not wait for the thread
 // registering others (the map has one lock, and registration holds it for a whole task): a
@@ -221,42 +222,60 @@ struct dep_node {
   dep_node* work_link = nullptr;      // in a thread's list of ready nodes (dataflow.hpp)
 };
 
-/// Map nodes recycled by one tracker, under its lock: a segment is made and erased for most
-/// tasks, and the allocator's own locks and bookkeeping cost more than the segment. A group
+/// Map nodes for one tracker, under its lock: a segment is made and erased for most tasks,
+/// and the allocator's own locks and bookkeeping cost more than the segment. Nodes come from
+/// chunks of `chunk_nodes`, cut in order (a freed node is reused first); the tracker gives
+/// every node back before the pool ends (its map goes first), so the chunks end whole. A group
 /// makes and ends its tracker on its owner's thread, and programs run many groups one after
-/// another there: an ending tracker leaves its nodes (up to `kept_nodes`, 1 MiB) to its thread
-/// until the thread ends, and the next tracker made on that thread starts with them.
+/// another there: an ending pool leaves up to `kept_chunks` chunks (1 MiB) to its thread until
+/// the thread ends, and the next pool made on that thread starts with them.
 class node_pool {
  public:
-  static constexpr std::size_t kept_nodes = 4096;
   /// Every node has room for `node_bytes` (pool_allocator checks the map's node fits).
   static constexpr std::size_t node_bytes = 256;
+  static constexpr std::size_t chunk_nodes = 256;  // 64 KiB of nodes
+  static constexpr std::size_t kept_chunks = 16;
   node_pool() noexcept {
     spare_list& t = spare();
-    free_ = t.free;
-    t.free = nullptr;
+    spare_ = t.first;
+    t.first = nullptr;
     t.count = 0;
   }
   node_pool(const node_pool&) = delete;
   node_pool& operator=(const node_pool&) = delete;
   ~node_pool() {
     spare_list& t = spare();
-    while (free_ != nullptr) {
-      void* next = *static_cast<void**>(free_);
-      if (!t.gone && t.count < kept_nodes) {
-        *static_cast<void**>(free_) = t.free;
-        t.free = free_;
-        ++t.count;
-      } else {
-        ::operator delete(free_);
+    for (chunk* list : {used_, spare_}) {
+      while (list != nullptr) {
+        chunk* next = list->next;
+        if (!t.gone && t.count < kept_chunks) {
+          list->next = t.first;
+          t.first = list;
+          ++t.count;
+        } else {
+          ::operator delete(list);
+        }
+        list = next;
       }
-      free_ = next;
     }
   }
   void* take() {
-    if (free_ == nullptr) return ::operator new(node_bytes);
-    void* p = free_;
-    free_ = *static_cast<void**>(p);
+    if (free_ != nullptr) {
+      void* p = free_;
+      free_ = *static_cast<void**>(p);
+      return p;
+    }
+    if (next_ == limit_) {
+      chunk* c = spare_;
+      if (c != nullptr) spare_ = c->next;
+      else c = static_cast<chunk*>(::operator new(sizeof(chunk) + chunk_nodes * node_bytes));
+      c->next = used_;
+      used_ = c;
+      next_ = reinterpret_cast<unsigned char*>(c + 1);
+      limit_ = next_ + chunk_nodes * node_bytes;
+    }
+    void* p = next_;
+    next_ += node_bytes;
     return p;
   }
   void give(void* p) noexcept {
@@ -265,11 +284,14 @@ class node_pool {
   }
 
  private:
-  // Trivially destructible, so still readable by a tracker that ends after the thread's
-  // thread_local destructors ran (a static pool's, at exit): `gone` then sends its nodes back
+  struct alignas(std::max_align_t) chunk {  // nodes follow it
+    chunk* next;
+  };
+  // Trivially destructible, so still readable by a pool that ends after the thread's
+  // thread_local destructors ran (a static pool's, at exit): `gone` then sends its chunks back
   // to the allocator. The list is freed by `keeper`'s destructor.
   struct spare_list {
-    void* free;
+    chunk* first;
     std::size_t count;
     bool gone;
   };
@@ -280,10 +302,10 @@ class node_pool {
     ~spare_keeper() {
       spare_list& t = list();
       t.gone = true;
-      while (t.free != nullptr) {
-        void* next = *static_cast<void**>(t.free);
-        ::operator delete(t.free);
-        t.free = next;
+      while (t.first != nullptr) {
+        chunk* next = t.first->next;
+        ::operator delete(t.first);
+        t.first = next;
       }
       t.count = 0;
     }
@@ -300,7 +322,11 @@ class node_pool {
     }
     return t;
   }
-  void* free_ = nullptr;
+  chunk* used_ = nullptr;   // chunks nodes were cut from, the current one first
+  chunk* spare_ = nullptr;  // chunks not used yet
+  unsigned char* next_ = nullptr;
+  unsigned char* limit_ = nullptr;
+  void* free_ = nullptr;  // nodes given back
 };
 
 /// A std::map allocator over a node_pool (the map allocates only its nodes, one at a time).
@@ -369,6 +395,8 @@ class dependence_tracker {
   /// A hook that the tracker calls when it no longer refers to a node: under its lock, so it
   /// must not call into the tracker.
   using forget_hook = void (*)(dep_node&) noexcept;
+  /// Unused segments kept beyond as many as the used ones (1 MiB): see keep_unused().
+  static constexpr std::size_t kept_unused = 4096;
   explicit dependence_tracker(forget_hook forget = nullptr) noexcept : forget_(forget) {}
   dependence_tracker(const dependence_tracker&) = delete;
   dependence_tracker& operator=(const dependence_tracker&) = delete;
@@ -472,18 +500,22 @@ class dependence_tracker {
     return admitted;
   }
 
-  /// Segments held once every released task has left (for tests of the plateau).
-  std::size_t segments() noexcept {
-    lock_.lock();
-    drain();
-    const std::size_t n = map_.size();
-    unlock();
-    return n;
-  }
+  /// Segments in use once every released task has left (for tests of the plateau).
+  std::size_t segments() noexcept { return count_segments(false); }
+  /// Segments in the map, the unused ones kept for reuse included (see keep_unused()).
+  std::size_t held_segments() noexcept { return count_segments(true); }
 
  private:
   using map_type = dep_segment_map;
   using segment = dep_segment;
+
+  std::size_t count_segments(bool with_unused) noexcept {
+    lock_.lock();
+    drain();
+    const std::size_t n = with_unused ? map_.size() : map_.size() - unused_;
+    unlock();
+    return n;
+  }
 
   /// Under the lock: the finished nodes leave their segments and are forgotten.
   void drain() noexcept {
@@ -538,7 +570,7 @@ class dependence_tracker {
         for (std::size_t i = 0; i < start_slots; ++i) starts_[i].it = map_.end();
     }
     map_type::iterator it;
-    if (last_ != map_.end() && last_->first < at && (it = std::next(last_), it == map_.end() || it->first >= at)) {
+    if (last_ != map_.end() && last_->first < at && (it = after(last_), it == map_.end() || it->first >= at)) {
       // the segment made last for a gap is just before `at` (new tiles registered in address
       // order, each after the last): no walk
       if (it != map_.end() && it->first == at) return remember(it);
@@ -551,9 +583,22 @@ class dependence_tracker {
     if (at < prev->second.end) {
       // The tail, with the same tasks, is inserted before the head is shortened: if inserting
       // throws, no byte has left its segment (the cut changes nothing the segment means).
-      it = remember(map_.emplace_hint(it, at, prev->second));
+      it = remember(make(it, at, prev->second));
       prev->second.end = at;
     }
+    return it;
+  }
+
+  /// The segment after `it`. New tiles are mostly the last segment, and stepping from the last
+  /// climbs the whole tree to find end(): the map knows its last node.
+  map_type::iterator after(map_type::iterator it) noexcept {
+    return it == std::prev(map_.end()) ? map_.end() : std::next(it);
+  }
+
+  /// A new segment at `at` (a gap's, or a cut's tail), counted if nothing uses it yet.
+  map_type::iterator make(map_type::iterator hint, std::uintptr_t at, segment s) {
+    auto it = map_.emplace_hint(hint, at, std::move(s));
+    if (it->second.unused()) ++unused_;
     return it;
   }
 
@@ -588,9 +633,9 @@ class dependence_tracker {
         if (it == map_.end() || it->first > at) {  // a gap: a new, empty segment
           segment s;
           s.end = it == map_.end() ? a.end : std::min(a.end, it->first);
-          it = last_ = remember(map_.emplace_hint(it, at, std::move(s)));
+          it = last_ = remember(make(it, at, std::move(s)));
         } else if (a.end < it->second.end) {  // the last segment reaches past the range: cut it
-          remember(map_.emplace_hint(std::next(it), a.end, it->second));
+          remember(make(after(it), a.end, it->second));
           it->second.end = a.end;
         }
         if (at == a.begin) a.head = it;
@@ -632,10 +677,12 @@ class dependence_tracker {
   /// Phase two: no allocation (prepare() reserved it all).
   void link(dep_node& n, dep_range& a) noexcept {
     if (a.begin >= a.end) return;  // no bytes: no segment, no head (callers drop such ranges)
+    if (a.head->second.unused()) --unused_;
     ++a.head->second.heads;
     auto to_n = [&n](dep_node* p) { edge(*p, n); };
     for (auto it = a.head;; ++it) {  // prepare() made segments from a.begin to a.end
       segment& s = it->second;
+      if (s.unused()) --unused_;  // n joins it below
       std::uint32_t slot = task_list::no_slot;
       switch (a.mode) {
         case dep_mode::read:
@@ -676,24 +723,40 @@ class dependence_tracker {
   void leave(dep_node& n, const dep_range& a) noexcept {
     if (a.begin >= a.end) return;
     auto it = a.head;
-    --it->second.heads;
     // With two ranges of n sharing bytes, a list may hold n once for both: the head's slot
     // may be the other range's, so look n up.
     std::uint32_t slot = n.self_overlap ? task_list::no_slot : a.slot;
     while (it != map_.end() && it->first < a.end) {
       segment& s = it->second;
+      // Past the head, a later writer may have taken n out and gone too: then nothing used it.
+      const bool was_used = !s.unused();
+      if (it == a.head) --s.heads;
       (a.mode == dep_mode::read ? s.readers : s.writers).remove(&n, slot);
       if (!s.before.empty()) s.before.remove_all(&n);
       slot = task_list::no_slot;  // slots are of the head only
       const bool last = s.end >= a.end;  // most ranges are one segment: no step past it
-      if (s.unused()) {
+      if (was_used && s.unused() && !keep_unused()) {
         forget_start(it);
+        if (last) {
+          map_.extract(it);  // erase() would find the next segment, a walk of the tree
+          break;
+        }
         it = map_.erase(it);
       } else if (!last) {
         ++it;
       }
       if (last) break;
     }
+  }
+
+  /// A segment nothing uses any more stays (counted) while the unused ones are fewer than the
+  /// used ones plus `kept_unused`: a tile used again needs no new segment, and a tracker's end
+  /// frees the map whole, where erasing each segment rebalances the tree. So the map holds at
+  /// most twice what live tasks touch, plus `kept_unused`.
+  bool keep_unused() noexcept {
+    if (unused_ + 1 > map_.size() - unused_ - 1 + kept_unused) return false;  // this one counted as unused
+    ++unused_;
+    return true;
   }
 
   static bool commutative_overlap(const dep_node& x, const dep_node& y) noexcept {
@@ -757,6 +820,7 @@ class dependence_tracker {
     map_type::iterator it;  // map_.end(): empty
   };
   static constexpr std::size_t starts_from = 64, start_slots = 4096;
+  std::size_t unused_ = 0;  // segments in map_ that nothing uses (see keep_unused())
   std::unique_ptr<start_entry[]> starts_;
   map_type::iterator last_ = map_.end();  // the segment made last for a gap
   dep_node* running_ = nullptr;  // commutative updaters holding their bytes
