@@ -164,42 +164,6 @@ TEST(DependenceTracker, TrackersOneAfterAnotherStartFromTheLastOnesNodes) {
   }
 }
 
-// A tile's segment outlives its tasks, so that the tile used again needs no new one; tiles
-// never used again are kept only up to a bound (as many as the used ones, plus kept_unused),
-// and a later task sees nothing of the tasks that used a kept segment before.
-TEST(DependenceTracker, UnusedSegmentsAreKeptForReuseWithinABound) {
-  hand_tracker h;
-  std::vector<hand_task*> ts;
-  for (std::uintptr_t i = 0; i < 100; ++i) ts.push_back(&h.add({range(64 * i + 64, 64 * i + 128, dep_mode::write)}, true));
-  for (hand_task* t : ts) h.release(*t);
-  EXPECT_EQ(h.tracker.segments(), 0u);
-  EXPECT_EQ(h.tracker.held_segments(), 100u) << "finished tiles' segments were not kept";
-
-  // The same tiles again, and a reader across three of them: the kept segments are found
-  // (none made), and the reader waits for exactly the writers of its tiles.
-  ts.clear();
-  for (std::uintptr_t i = 0; i < 100; ++i) ts.push_back(&h.add({range(64 * i + 64, 64 * i + 128, dep_mode::write)}, true));
-  EXPECT_EQ(h.tracker.held_segments(), 100u);
-  EXPECT_EQ(h.tracker.segments(), 100u);
-  hand_task& r = h.add({range(64 * 10 + 64, 64 * 13 + 64, dep_mode::read)}, false);
-  for (std::size_t i = 0; i < ts.size(); ++i) {
-    const auto freed = h.release(*ts[i]);
-    if (i == 12) EXPECT_EQ(freed, std::vector<const dep_node*>{&r.node});
-    else EXPECT_TRUE(freed.empty()) << "tile " << i;
-  }
-  h.release(r);
-  EXPECT_EQ(h.tracker.segments(), 0u);
-
-  // A stream of tiles never used again: the kept ones stop at the bound.
-  for (std::uintptr_t i = 0; i < 3 * dependence_tracker::kept_unused; ++i) {
-    hand_task& t = h.add({range(1 << 20 | 64 * i, (1 << 20 | 64 * i) + 64, dep_mode::write)}, true);
-    h.release(t);
-  }
-  EXPECT_EQ(h.tracker.segments(), 0u);
-  EXPECT_LE(h.tracker.held_segments(), dependence_tracker::kept_unused);
-  EXPECT_GE(h.tracker.held_segments(), dependence_tracker::kept_unused - 1) << "fewer kept than the bound allows";
-}
-
 // One reader that lives long and a stream of short readers of the same bytes, two at a time,
 // the older leaving first: every removal leaves a hole behind the long reader. The list stays
 // within twice the tasks it holds, and each leaves exactly once.

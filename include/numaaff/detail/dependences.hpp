@@ -9,9 +9,8 @@
 //   before    for a commutative set, what its members wait for (the accesses before the set).
 // A reader waits for the writers; a writer waits for writers and readers and becomes the only
 // writer; a commutative updater joins an open set (waiting for `before`) or opens one.
-// A finished task leaves every segment, so the tracker holds only what live tasks touch, and
-// unused segments kept for reuse (at most as many as the used ones, plus a constant): no
-// per-task growth over a long run.
+// A finished task leaves every segment (unused segments are erased), so the tracker holds only
+// what live tasks touch: no per-task growth over a long run.
 //
 // Finishing and leaving are two steps, so that a finishing task does not wait for the thread
 // registering others (the map has one lock, and registration holds it for a whole task): a
@@ -235,27 +234,28 @@ class node_pool {
   static constexpr std::size_t node_bytes = 256;
   static constexpr std::size_t chunk_nodes = 256;  // 64 KiB of nodes
   static constexpr std::size_t kept_chunks = 16;
-  node_pool() noexcept {
-    spare_list& t = spare();
-    spare_ = t.first;
-    t.first = nullptr;
-    t.count = 0;
-  }
+  // A group that declares no accesses never takes a node: its pool touches nothing of the
+  // thread's until its first chunk.
+  node_pool() noexcept = default;
   node_pool(const node_pool&) = delete;
   node_pool& operator=(const node_pool&) = delete;
   ~node_pool() {
-    spare_list& t = spare();
-    for (chunk* list : {used_, spare_}) {
-      while (list != nullptr) {
-        chunk* next = list->next;
-        if (!t.gone && t.count < kept_chunks) {
-          list->next = t.first;
-          t.first = list;
+    if (used_ == nullptr) return;  // no chunk taken (nor the thread's spares)
+    // Kept only by a thread whose keeper will free them: one made now, while a static
+    // tracker ends at exit, might never run.
+    spare_list& t = list();
+    const bool keep = t.registered && !t.gone;
+    for (chunk* c : {used_, spare_}) {
+      while (c != nullptr) {
+        chunk* next = c->next;
+        if (keep && t.count < kept_chunks) {
+          c->next = t.first;
+          t.first = c;
           ++t.count;
         } else {
-          ::operator delete(list);
+          ::operator delete(c);
         }
-        list = next;
+        c = next;
       }
     }
   }
@@ -266,6 +266,12 @@ class node_pool {
       return p;
     }
     if (next_ == limit_) {
+      if (used_ == nullptr) {  // the first chunk: the thread's spares come with it
+        spare_list& t = spare();
+        spare_ = t.first;
+        t.first = nullptr;
+        t.count = 0;
+      }
       chunk* c = spare_;
       if (c != nullptr) spare_ = c->next;
       else c = static_cast<chunk*>(::operator new(sizeof(chunk) + chunk_nodes * node_bytes));
@@ -293,7 +299,8 @@ class node_pool {
   struct spare_list {
     chunk* first;
     std::size_t count;
-    bool gone;
+    bool registered;  // the keeper is made
+    bool gone;        // and has run
   };
   struct spare_keeper {
     spare_keeper() noexcept = default;
@@ -311,7 +318,7 @@ class node_pool {
     }
   };
   static spare_list& list() noexcept {
-    static thread_local spare_list t{nullptr, 0, false};
+    static thread_local spare_list t{nullptr, 0, false, false};
     return t;
   }
   static spare_list& spare() noexcept {
@@ -319,6 +326,7 @@ class node_pool {
     if (!t.gone) {
       static thread_local spare_keeper keeper;  // registers the cleanup on first use
       (void)keeper;
+      t.registered = true;
     }
     return t;
   }
@@ -395,14 +403,15 @@ class dependence_tracker {
   /// A hook that the tracker calls when it no longer refers to a node: under its lock, so it
   /// must not call into the tracker.
   using forget_hook = void (*)(dep_node&) noexcept;
-  /// Unused segments kept beyond as many as the used ones (1 MiB): see keep_unused().
-  static constexpr std::size_t kept_unused = 4096;
   explicit dependence_tracker(forget_hook forget = nullptr) noexcept : forget_(forget) {}
   dependence_tracker(const dependence_tracker&) = delete;
   dependence_tracker& operator=(const dependence_tracker&) = delete;
   /// Every task released: the stack is empty then (see unlock()). A forked child may find the
   /// lock held by a thread it does not have: it leaves the nodes, as it leaves queued tasks.
   ~dependence_tracker() {
+    // The owner waited for every task: their pushes are visible. A group that declared no
+    // accesses, or whose last drain took everything, has nothing to forget.
+    if (finished_.load(std::memory_order_acquire) == nullptr) return;
     if (!lock_.try_lock()) return;
     drain();
     lock_.unlock();
@@ -500,22 +509,18 @@ class dependence_tracker {
     return admitted;
   }
 
-  /// Segments in use once every released task has left (for tests of the plateau).
-  std::size_t segments() noexcept { return count_segments(false); }
-  /// Segments in the map, the unused ones kept for reuse included (see keep_unused()).
-  std::size_t held_segments() noexcept { return count_segments(true); }
+  /// Segments held once every released task has left (for tests of the plateau).
+  std::size_t segments() noexcept {
+    lock_.lock();
+    drain();
+    const std::size_t n = map_.size();
+    unlock();
+    return n;
+  }
 
  private:
   using map_type = dep_segment_map;
   using segment = dep_segment;
-
-  std::size_t count_segments(bool with_unused) noexcept {
-    lock_.lock();
-    drain();
-    const std::size_t n = with_unused ? map_.size() : map_.size() - unused_;
-    unlock();
-    return n;
-  }
 
   /// Under the lock: the finished nodes leave their segments and are forgotten.
   void drain() noexcept {
@@ -583,7 +588,7 @@ class dependence_tracker {
     if (at < prev->second.end) {
       // The tail, with the same tasks, is inserted before the head is shortened: if inserting
       // throws, no byte has left its segment (the cut changes nothing the segment means).
-      it = remember(make(it, at, prev->second));
+      it = remember(map_.emplace_hint(it, at, prev->second));
       prev->second.end = at;
     }
     return it;
@@ -593,13 +598,6 @@ class dependence_tracker {
   /// climbs the whole tree to find end(): the map knows its last node.
   map_type::iterator after(map_type::iterator it) noexcept {
     return it == std::prev(map_.end()) ? map_.end() : std::next(it);
-  }
-
-  /// A new segment at `at` (a gap's, or a cut's tail), counted if nothing uses it yet.
-  map_type::iterator make(map_type::iterator hint, std::uintptr_t at, segment s) {
-    auto it = map_.emplace_hint(hint, at, std::move(s));
-    if (it->second.unused()) ++unused_;
-    return it;
   }
 
   /// `it` (end(): none), kept in the table of starts for the next lookup of its start.
@@ -633,9 +631,9 @@ class dependence_tracker {
         if (it == map_.end() || it->first > at) {  // a gap: a new, empty segment
           segment s;
           s.end = it == map_.end() ? a.end : std::min(a.end, it->first);
-          it = last_ = remember(make(it, at, std::move(s)));
+          it = last_ = remember(map_.emplace_hint(it, at, std::move(s)));
         } else if (a.end < it->second.end) {  // the last segment reaches past the range: cut it
-          remember(make(after(it), a.end, it->second));
+          remember(map_.emplace_hint(after(it), a.end, it->second));
           it->second.end = a.end;
         }
         if (at == a.begin) a.head = it;
@@ -677,12 +675,10 @@ class dependence_tracker {
   /// Phase two: no allocation (prepare() reserved it all).
   void link(dep_node& n, dep_range& a) noexcept {
     if (a.begin >= a.end) return;  // no bytes: no segment, no head (callers drop such ranges)
-    if (a.head->second.unused()) --unused_;
     ++a.head->second.heads;
     auto to_n = [&n](dep_node* p) { edge(*p, n); };
     for (auto it = a.head;; ++it) {  // prepare() made segments from a.begin to a.end
       segment& s = it->second;
-      if (s.unused()) --unused_;  // n joins it below
       std::uint32_t slot = task_list::no_slot;
       switch (a.mode) {
         case dep_mode::read:
@@ -728,14 +724,12 @@ class dependence_tracker {
     std::uint32_t slot = n.self_overlap ? task_list::no_slot : a.slot;
     while (it != map_.end() && it->first < a.end) {
       segment& s = it->second;
-      // Past the head, a later writer may have taken n out and gone too: then nothing used it.
-      const bool was_used = !s.unused();
       if (it == a.head) --s.heads;
       (a.mode == dep_mode::read ? s.readers : s.writers).remove(&n, slot);
       if (!s.before.empty()) s.before.remove_all(&n);
       slot = task_list::no_slot;  // slots are of the head only
       const bool last = s.end >= a.end;  // most ranges are one segment: no step past it
-      if (was_used && s.unused() && !keep_unused()) {
+      if (s.unused()) {
         forget_start(it);
         if (last) {
           map_.extract(it);  // erase() would find the next segment, a walk of the tree
@@ -749,15 +743,6 @@ class dependence_tracker {
     }
   }
 
-  /// A segment nothing uses any more stays (counted) while the unused ones are fewer than the
-  /// used ones plus `kept_unused`: a tile used again needs no new segment, and a tracker's end
-  /// frees the map whole, where erasing each segment rebalances the tree. So the map holds at
-  /// most twice what live tasks touch, plus `kept_unused`.
-  bool keep_unused() noexcept {
-    if (unused_ + 1 > map_.size() - unused_ - 1 + kept_unused) return false;  // this one counted as unused
-    ++unused_;
-    return true;
-  }
 
   static bool commutative_overlap(const dep_node& x, const dep_node& y) noexcept {
     for (std::size_t i = 0; i < x.count; ++i) {
@@ -820,7 +805,6 @@ class dependence_tracker {
     map_type::iterator it;  // map_.end(): empty
   };
   static constexpr std::size_t starts_from = 64, start_slots = 4096;
-  std::size_t unused_ = 0;  // segments in map_ that nothing uses (see keep_unused())
   std::unique_ptr<start_entry[]> starts_;
   map_type::iterator last_ = map_.end();  // the segment made last for a gap
   dep_node* running_ = nullptr;  // commutative updaters holding their bytes

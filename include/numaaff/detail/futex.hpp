@@ -65,9 +65,12 @@ inline std::uint64_t coarse_monotonic_ns() noexcept { return clock_ns(CLOCK_MONO
  */
 class event_count {
  public:
+  /// The key is read before the waiter joins: a notify_one() that counts it as woken then
+  /// also moves the epoch past its key, so its wait cannot sleep through that wake-up.
   std::uint32_t prepare_wait() noexcept {
+    const std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
     state_.fetch_add(one_waiter, std::memory_order_seq_cst);
-    return epoch_.load(std::memory_order_seq_cst);
+    return key;
   }
   void cancel_wait() noexcept { end_wait(); }
   void commit_wait(std::uint32_t key, std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1)) noexcept {
