@@ -1101,13 +1101,13 @@ TEST(ThreadPoolDeathTest, DestroyedFromItsOwnTaskFailsFastInsteadOfHanging) {
       "numaaff: a thread_pool was destroyed from one of its own tasks");
 }
 
-// The sleep of idle workers (detail::event_count): notify_one() skips the system call while
-// every waiter has already been woken and not yet run. Producers hand items to a sleeping
+// The sleep of idle workers (detail::event_count): producers hand items to a sleeping
 // consumer with notify_one() only, the consumer's waits ending at random (every other one
-// times out after a microsecond) so that waits end while notifiers count them: no item may
-// be left with the consumer asleep. Its untimed waits would sleep forever on a lost wake-up;
-// the round then fails at its deadline instead of hanging. (Counting wake-ups apart from the
-// waiters lost one in about three rounds.)
+// times out after a microsecond) so that waits end while notifiers decide: no item may be
+// left with the consumer asleep. Its untimed waits would sleep forever on a lost wake-up; the
+// round then fails at its deadline instead of hanging. (A notify_one() that skipped the wake-up
+// while it counted every waiter as woken, with wake-ups counted apart from the waiters, lost
+// one in about three rounds.)
 TEST(EventCount, NotifyOneNeverLeavesAnItemWithTheWaiterAsleep) {
   using numaaff::detail::event_count;
   constexpr int producers = 2, items_each = 20000, rounds = 30;

@@ -55,65 +55,35 @@ inline std::uint64_t coarse_monotonic_ns() noexcept { return clock_ns(CLOCK_MONO
  * (cancel_wait); a notifier changes the condition, then calls notify_*. Both sides order their
  * announcement before their check with seq_cst, so either the waiter sees the new state or the
  * notifier sees the waiter. Notifying when nobody waits costs one fence and one load.
- *
- * notify_one() wakes a waiter only if some waiter has not been woken yet: a waiter it woke
- * counts until it runs, and while it waits for a CPU, a burst of notifications would each
- * make a system call that wakes nobody. A woken waiter takes one wake-up back when its wait
- * ends and then re-checks the condition, which a notifier that counted on it changed before.
- * Waiters and wake-ups share one word, so a wake-up is never counted for a waiter that has
- * already gone (a later waiter would then be taken for woken and sleep through the change).
  */
 class event_count {
  public:
-  /// The key is read before the waiter joins: a notify_one() that counts it as woken then
-  /// also moves the epoch past its key, so its wait cannot sleep through that wake-up.
   std::uint32_t prepare_wait() noexcept {
-    const std::uint32_t key = epoch_.load(std::memory_order_seq_cst);
-    state_.fetch_add(one_waiter, std::memory_order_seq_cst);
-    return key;
+    waiters_.fetch_add(1, std::memory_order_seq_cst);
+    return epoch_.load(std::memory_order_seq_cst);
   }
-  void cancel_wait() noexcept { end_wait(); }
+  void cancel_wait() noexcept { waiters_.fetch_sub(1, std::memory_order_seq_cst); }
   void commit_wait(std::uint32_t key, std::chrono::nanoseconds timeout = std::chrono::nanoseconds(-1)) noexcept {
     futex_wait(epoch_, key, timeout);
-    end_wait();
+    waiters_.fetch_sub(1, std::memory_order_seq_cst);
   }
-  /// Wakes one waiter, unless every waiter has been woken already; false if nobody waits.
-  bool notify_one() noexcept {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    std::uint64_t s = state_.load(std::memory_order_seq_cst);
-    do {
-      if (waiters_of(s) == 0) return false;
-      if (woken_of(s) >= waiters_of(s)) return true;  // each re-checks once its wait ends
-    } while (!state_.compare_exchange_weak(s, s + 1, std::memory_order_seq_cst));
-    epoch_.fetch_add(1, std::memory_order_seq_cst);
-    futex_wake(epoch_, 1);
-    return true;
-  }
-  bool notify_all() noexcept {
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (waiting() == 0) return false;
-    epoch_.fetch_add(1, std::memory_order_seq_cst);
-    futex_wake(epoch_, INT_MAX);
-    return true;
-  }
+  /// Wakes one waiter; false if there was none.
+  bool notify_one() noexcept { return notify(1); }
+  bool notify_all() noexcept { return notify(INT_MAX); }
   /// Threads between prepare_wait and the end of their wait (a woken one counts until it runs).
-  std::uint32_t waiting() const noexcept { return waiters_of(state_.load(std::memory_order_seq_cst)); }
+  std::uint32_t waiting() const noexcept { return waiters_.load(std::memory_order_seq_cst); }
 
  private:
-  static constexpr std::uint64_t one_waiter = std::uint64_t{1} << 32;  // low half: wake-ups
-  static std::uint32_t waiters_of(std::uint64_t s) noexcept { return static_cast<std::uint32_t>(s >> 32); }
-  static std::uint32_t woken_of(std::uint64_t s) noexcept { return static_cast<std::uint32_t>(s); }
-
-  /// The waiter leaves, taking one outstanding wake-up back; the caller re-checks its
-  /// condition after this.
-  void end_wait() noexcept {
-    std::uint64_t s = state_.load(std::memory_order_seq_cst);
-    while (!state_.compare_exchange_weak(s, s - one_waiter - (woken_of(s) > 0 ? 1 : 0), std::memory_order_seq_cst)) {
-    }
+  bool notify(int count) noexcept {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (waiters_.load(std::memory_order_seq_cst) == 0) return false;
+    epoch_.fetch_add(1, std::memory_order_seq_cst);
+    futex_wake(epoch_, count);
+    return true;
   }
 
   std::atomic<std::uint32_t> epoch_{0};
-  std::atomic<std::uint64_t> state_{0};  // waiters (high half), notify_one() wake-ups not taken back (low)
+  std::atomic<std::uint32_t> waiters_{0};
 };
 
 /// A pause for spin loops (lets the sibling hyperthread run; a no-op elsewhere).
