@@ -719,12 +719,12 @@ class dependence_tracker {
   void leave(dep_node& n, const dep_range& a) noexcept {
     if (a.begin >= a.end) return;
     auto it = a.head;
+    --it->second.heads;
     // With two ranges of n sharing bytes, a list may hold n once for both: the head's slot
     // may be the other range's, so look n up.
     std::uint32_t slot = n.self_overlap ? task_list::no_slot : a.slot;
     while (it != map_.end() && it->first < a.end) {
       segment& s = it->second;
-      if (it == a.head) --s.heads;
       (a.mode == dep_mode::read ? s.readers : s.writers).remove(&n, slot);
       if (!s.before.empty()) s.before.remove_all(&n);
       slot = task_list::no_slot;  // slots are of the head only
@@ -742,7 +742,6 @@ class dependence_tracker {
       if (last) break;
     }
   }
-
 
   static bool commutative_overlap(const dep_node& x, const dep_node& y) noexcept {
     for (std::size_t i = 0; i < x.count; ++i) {
