@@ -47,6 +47,42 @@ const std::vector<kind>& every_kind() {
 
 const std::size_t sizes[] = {1, 16, 17, 64, 1000, 4096, 32 * 1024, 32 * 1024 + 1, 1 << 20, (4 << 20) + 3};
 
+/// Two CPUs the calling thread may run on whose carve slots differ; false when it has one.
+bool two_carve_slots(int& a, int& b) {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
+  a = b = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE && b < 0; ++cpu) {
+    if (!CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) continue;
+    if (a < 0) a = cpu;
+    else if (static_cast<unsigned>(cpu) % numaaff::detail::carve_slots != static_cast<unsigned>(a) % numaaff::detail::carve_slots) b = cpu;
+  }
+  return b >= 0;
+}
+
+/// The first CPU the calling thread may run on.
+int first_cpu() {
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
+      if (CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) return cpu;
+  return 0;
+}
+
+/// Runs `f` on a thread of its own pinned to `cpu`, and waits for it.
+template <class F>
+void on_cpu(int cpu, F f) {
+  std::thread([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(static_cast<std::size_t>(cpu), &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    f();
+  }).join();
+}
+
+std::uintptr_t slab_start(const void* p) { return reinterpret_cast<std::uintptr_t>(numaaff::detail::slab_of(p)); }
+
 }  // namespace
 
 TEST(Kind, EveryKindAllocatesWritesAndFreesWithoutItsSize) {
@@ -248,55 +284,28 @@ TEST(Kind, AForkedChildsHeapWorks) {
 
 TEST(Kind, AThreadsCachedBlocksGoBackWhenItExits) {
   // A thread's cache is plain thread-local data handed back by a pthread key's destructor: a
-  // thread that frees blocks and exits must not strand them. The central list is LIFO, so the
-  // next blocks of that class another thread takes past its own cache are the exited thread's.
+  // thread that frees blocks and exits must not strand them. The central list is LIFO for the
+  // threads of a CPU, so the next blocks of that class another thread of the same CPU takes
+  // past its own cache are the exited thread's.
   const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
   constexpr std::size_t bytes = 2000, count = 300;
+  const int cpu = first_cpu();
   std::set<void*> theirs;
-  std::thread([&] {
+  on_cpu(cpu, [&] {
     std::vector<void*> blocks;
     for (std::size_t i = 0; i < count; ++i) blocks.push_back(numaaff::allocate(k, bytes));
     theirs.insert(blocks.begin(), blocks.end());
     for (void* b : blocks) numaaff::deallocate(b);
-  }).join();
-  std::vector<void*> mine;
-  for (std::size_t i = 0; i < 3 * count; ++i) mine.push_back(numaaff::allocate(k, bytes));
+  });
   std::size_t reused = 0;
-  for (void* b : mine) reused += theirs.count(b);
-  for (void* b : mine) numaaff::deallocate(b);
+  on_cpu(cpu, [&] {
+    std::vector<void*> mine;
+    for (std::size_t i = 0; i < 3 * count; ++i) mine.push_back(numaaff::allocate(k, bytes));
+    for (void* b : mine) reused += theirs.count(b);
+    for (void* b : mine) numaaff::deallocate(b);
+  });
   EXPECT_EQ(reused, count) << "blocks of the exited thread taken again";
 }
-
-namespace {
-
-/// Two CPUs the calling thread may run on whose carve slots differ; false when it has one.
-bool two_carve_slots(int& a, int& b) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
-  a = b = -1;
-  for (int cpu = 0; cpu < CPU_SETSIZE && b < 0; ++cpu) {
-    if (!CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) continue;
-    if (a < 0) a = cpu;
-    else if (static_cast<unsigned>(cpu) % numaaff::detail::carve_slots != static_cast<unsigned>(a) % numaaff::detail::carve_slots) b = cpu;
-  }
-  return b >= 0;
-}
-
-/// Runs `f` on a thread of its own pinned to `cpu`, and waits for it.
-template <class F>
-void on_cpu(int cpu, F f) {
-  std::thread([&] {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(static_cast<std::size_t>(cpu), &one);
-    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
-    f();
-  }).join();
-}
-
-std::uintptr_t slab_start(const void* p) { return reinterpret_cast<std::uintptr_t>(numaaff::detail::slab_of(p)); }
-
-}  // namespace
 
 // Blocks of one class handed to two CPUs in turns sit side by side, and the prefetcher of each
 // CPU then pulls in lines the other writes: two threads allocating and freeing 1 KiB blocks ran
