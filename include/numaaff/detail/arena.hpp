@@ -1,23 +1,24 @@
 // The memory behind numaaff's allocators and resources.
 //
 // Large blocks (above small_limit) are their own mmap, bound to the node with mbind. A freed
-// one keeps its pages for the next large block of the same placement (spare_extents: bounded
-// by kept_bytes_limit(), blocks up to a quarter of that, aged out after a second), as malloc
-// keeps what free gives it; larger blocks, and those of other placements, are unmapped. Small blocks come from per-node arenas: 256 KiB slabs, each bound to one node
-// (MPOL_BIND, or MPOL_PREFERRED for the preferred families), holding blocks of one kind
-// (heap_kind: a family per kind and strictness, so that every slab byte counts for one kind)
-// and of one power-of-two size class, with a header at the slab start naming the node, family, class and
-// the thread caches' bin of its blocks. Each thread keeps a cache of free blocks per (node,
-// family, class) for the node and local kinds, refilled from and handed back to the node's central free list in batches
-// (bounded per class: 128 KiB of blocks, at least 64), so a small allocate/free pair is a few
-// loads and stores, not a lock or a system call (numa_alloc_onnode makes one mmap per call).
-// A list keeps its slabs per CPU (carve slots), so that threads on two CPUs do not get
-// blocks side by side (central_list says why). A freed block goes back to the list of the
-// node its slab is bound to: memory is reused on its own node only. A slab whose blocks are all back in its list is given back: its pages go
-// to the kernel (MADV_DONTNEED; the binding stays with the mapping) and the slab to its node's
-// pool, from which any class of the same family takes it again. One such slab per list is kept
-// as it is, so that a list that empties and refills a slab does not fault its pages in again
-// each time.
+// one keeps its pages for the next large block of the same placement (spare_extents: bounded by
+// kept_bytes_limit(), blocks up to a quarter of that, aged out after a second), as malloc keeps
+// what free gives it; larger blocks, and those of other placements, are unmapped. Small blocks
+// come from per-node arenas: 256 KiB slabs, each bound to one node (MPOL_BIND, or
+// MPOL_PREFERRED for the preferred families), holding blocks of one kind (heap_kind: a family
+// per kind and strictness, so that every slab byte counts for one kind) and of one power-of-two
+// size class, with a header at the slab start naming the node, family, class and the thread
+// caches' bin of its blocks. Each thread keeps a cache of free blocks per (node, family, class)
+// for the node and local kinds, refilled from and handed back to the node's central free list
+// in batches (bounded per class: 128 KiB of blocks, at least 64), so a small allocate/free pair
+// is a few loads and stores, not a lock or a system call (numa_alloc_onnode makes one mmap per
+// call). A list keeps its slabs per CPU (carve slots), so that threads on two CPUs do not get
+// blocks side by side (central_list says why). A freed block goes back to the list of the node
+// its slab is bound to: memory is reused on its own node only. A slab whose blocks are all back
+// in its list is given back: its pages go to the kernel (MADV_DONTNEED; the binding stays with
+// the mapping) and the slab to its node's pool, from which any class of the same family takes
+// it again. One such slab per list is kept as it is, so that a list that empties and refills a
+// slab does not fault its pages in again each time, and so is each CPU's slab being carved.
 //
 // A free is checked before it touches any list: a table of every slab (two loads) and a
 // registry of every large mapping say whether the pointer is the start of a block of ours,
@@ -243,12 +244,26 @@ inline std::uint32_t blocks_per_slab(int c) noexcept {
 /// and the two bounce those lines: two threads allocating and freeing 1 KiB blocks of one
 /// class took 2.4 times as long per block as either alone (64 blocks each, in runs of 32
 /// blocks given out in turns; the same blocks in runs of 128 per thread cost nothing). So each
-/// list keeps its slabs per carve slot, one per CPU modulo carve_slots.
+/// list keeps its slabs per carve slot, one per CPU modulo carve_slots (CPUs carve_slots
+/// apart share one). Whole batches of freed blocks (central_list::batches) still go to any
+/// CPU: they are what one thread hands to another.
 inline constexpr unsigned carve_slots = 8;
-/// The calling thread's carve slot: its CPU now (glibc reads it from rseq, no system call).
+/// The calling thread's carve slot, by the CPU it ran on at one of its last 16 calls: the CPU
+/// is asked again at the 16th (getcpu is a system call where glibc has no rseq area), and a
+/// thread that moved takes its blocks next to its old CPU's meanwhile, correct but slower.
 inline unsigned carve_slot_here() noexcept {
-  const int cpu = ::sched_getcpu();
-  return cpu < 0 ? 0 : static_cast<unsigned>(cpu) % carve_slots;
+  struct cached_slot {
+    unsigned slot;
+    unsigned uses;
+  };
+  static thread_local cached_slot cached{0, 0};
+  if (cached.uses == 0) {
+    const auto r = call(sys::getcpu, [] { return ::sched_getcpu(); });
+    cached.slot = r ? static_cast<unsigned>(r.value) % carve_slots : 0;
+    cached.uses = 16;
+  }
+  --cached.uses;
+  return cached.slot;
 }
 
 struct central_list {
@@ -288,7 +303,8 @@ struct central_list {
   /// one; nullptr: none. Only a slab none of whose blocks is in use, or one behind the head of
   /// its slot's chain: the head is where that slot's CPU takes blocks next, and taking from it
   /// too would put the two CPUs' blocks side by side again. So a slot keeps at most one slab
-  /// of free blocks from the others, and free blocks are otherwise reused whoever freed them.
+  /// of free blocks from the others (and the uncarved rest of its newest slab, address space
+  /// only), and free blocks are otherwise reused whoever freed them.
   slab_header* steal_for(unsigned s, std::size_t first_offset, std::size_t size) noexcept {
     for (unsigned i = 1; i < carve_slots; ++i) {
       slot& other = slots[(s + i) % carve_slots];
@@ -300,7 +316,8 @@ struct central_list {
       unlink(h);
       h->owner = s;
       link(h);
-      if (other.bump != other.bump_end && reinterpret_cast<char*>(h) < other.bump && other.bump < reinterpret_cast<char*>(h) + slab_size) {
+      const char* const start = reinterpret_cast<char*>(h);
+      if (other.bump != other.bump_end && start < other.bump && other.bump < start + slab_size) {
         slots[s].bump = other.bump;
         slots[s].bump_end = other.bump_end;
         other.bump = other.bump_end = nullptr;
@@ -863,9 +880,10 @@ inline slab_header* new_slab(node_arena& arena, int node, int f, int c, unsigned
   return h;
 }
 
-/// Takes up to `want` blocks of class `c` of family `f` on `node` from the central list: the
-/// free blocks of its slabs first, then fresh ones carved from the newest slab (a new slab
-/// when it is used up). Returns a chain and its length; nullptr with ec on failure.
+/// Takes up to `want` blocks of class `c` of family `f` on `node` from the central list, for
+/// the calling thread's carve slot: the free blocks of the slot's slabs, fresh ones carved from
+/// its newest slab, free blocks of another slot's (steal_for), then a new slab. Returns a
+/// chain and its length; nullptr with ec on failure.
 inline free_block* central_take(int node, int f, int c, std::uint32_t want, std::uint32_t& got,
                                 std::error_code& ec) noexcept {
   got = 0;
