@@ -597,6 +597,30 @@ TEST(ThreadPoolEnvironment, TheLauncherRejectsBadNumbersWithTheUsage) {
 
 // ---- layer 2: this host -----------------------------------------------------------------
 
+// The pool-wide wait() waits for a task group's tasks too, also when the group got its work on
+// one thread (here an outside one) and completes on another: the pool counts groups that got
+// work and groups that completed per thread, and must sum them so that none is missed.
+TEST(ThreadPoolHost, PoolWaitWaitsForAGroupThatGotItsWorkOnAnotherThread) {
+  numaaff_test::hang_guard guard(std::chrono::seconds(60), "a pool-wide wait for an outside thread's group");
+  numaaff::thread_pool pool;
+  for (int round = 0; round < 200; ++round) {
+    std::atomic<bool> queued{false}, finished{false};
+    std::thread outside([&] {
+      numaaff::task_group g(pool);
+      g.run([&] {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        finished = true;
+      });
+      queued = true;
+      g.wait();
+    });
+    while (!queued.load()) std::this_thread::yield();
+    pool.wait();
+    EXPECT_TRUE(finished.load()) << "round " << round << ": wait() returned before the group's task finished";
+    outside.join();
+  }
+}
+
 // Data-affine submission on one node: hinted tasks run (on the only node) whether the data
 // is populated or not; a range that is not one is a caller error; run_near and post_near too.
 TEST(ThreadPoolHost, SubmitNearRunsNearTheDataOrByThePolicy) {

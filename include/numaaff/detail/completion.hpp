@@ -1,7 +1,7 @@
 // Completion of a thread_pool's work: a *group* (a task_group, a parallel_for, or the whole
 // pool) counts its unfinished tasks and keeps the first exception one of them threw; the pool
-// counts its groups with work pending, and waiters sleep on one event that fires whenever a
-// group completes.
+// counts the groups that got work and the groups that completed, per worker, and waiters
+// sleep on one event that fires whenever a group completes.
 //
 // The rules:
 // - A task is counted into its group before it is queued and out after it ran (or was
@@ -9,7 +9,13 @@
 // - The moment a group's count reaches zero its waiter may return and destroy it, so the
 //   finishing thread touches nothing of the group afterwards: it wakes the waiters through the
 //   pool's event, which outlives every group.
-// - The pool-wide group (wait(), the destructor) also waits for the work of task groups.
+// - The pool-wide group (wait(), the destructor) also waits for the work of task groups: it
+//   reads every count of completed groups, then every count of groups that got work, and
+//   waits while the second sum is larger. A group counts as begun before it completes, so a
+//   completion the first pass sees has its beginning in the second: the difference is never
+//   negative, and it is zero only if at some moment between the passes no group had work.
+//   One pool-wide count instead, written by every group's first task and last finish from
+//   every CPU, took a third of a recursive fib's time.
 // - The first exception wins; a wait rethrows it once and the group starts afresh. A group
 //   whose tasks cancel() discarded reports that at its wait (operation_canceled), unless one
 //   of its tasks threw.
@@ -23,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <system_error>
 #include <thread>
 
@@ -60,24 +67,37 @@ struct group_state {
   }
 };
 
-/// The pool's side of completion: the pool-wide group, the count of groups with work, and the
+/// Groups that got work and groups that completed, as one thread counts them, on a line of its
+/// own.
+struct alignas(64) group_counts {
+  std::atomic<std::uint64_t> begun{0};
+  std::atomic<std::uint64_t> ended{0};
+};
+
+/// The pool's side of completion: the pool-wide group, the counts of groups with work, and the
 /// event their completion fires.
 class completion {
  public:
+  /// Counts for `workers` threads that count apart (a pool's workers, `who` 0 to workers - 1),
+  /// and one shared by every other thread (any other `who`). Allocates; std::bad_alloc.
+  explicit completion(std::size_t workers) : workers_(workers), counts_(new group_counts[workers + 1]) {}
+
   /// The pool-wide group: tasks submitted without a group, and the errors of post()ed ones.
   group_state& all() noexcept { return all_; }
 
-  /// Counts a new task into `g` (null: the pool-wide group), before it is queued.
-  void started(group_state* g) noexcept {
+  /// Counts a new task into `g` (null: the pool-wide group), before it is queued, on the
+  /// calling thread's counts `who`.
+  void started(group_state* g, std::size_t who) noexcept {
     if (g == nullptr) all_.pending.fetch_add(1, std::memory_order_relaxed);
-    else if (g->pending.fetch_add(1, std::memory_order_seq_cst) == 0) active_groups_.fetch_add(1, std::memory_order_seq_cst);
+    else if (g->pending.fetch_add(1, std::memory_order_seq_cst) == 0) add_one(counts_of(who).begun, who);
   }
 
-  /// Counts a task out of `g` (null: the pool-wide group); wakes waiters when `g` completes.
-  void finish(group_state* g) noexcept {
+  /// Counts a task out of `g` (null: the pool-wide group) on the calling thread's counts
+  /// `who`; wakes waiters when `g` completes.
+  void finish(group_state* g, std::size_t who) noexcept {
     if (g != nullptr) {
       if (g->finish_one()) {  // `g` may be gone from here on
-        active_groups_.fetch_sub(1, std::memory_order_seq_cst);
+        add_one(counts_of(who).ended, who);
         done_.notify_all();
       }
     } else if (all_.finish_one()) {
@@ -89,9 +109,10 @@ class completion {
   std::size_t outstanding(const group_state& g) const noexcept {
     const std::size_t own = g.pending.load(std::memory_order_seq_cst);
     if (&g != &all_) return own;
-    // A transiently negative count (a group finishing as another starts) means none.
-    const long groups = active_groups_.load(std::memory_order_seq_cst);
-    return own + (groups > 0 ? static_cast<std::size_t>(groups) : 0);
+    std::uint64_t ended = 0, begun = 0;
+    for (std::size_t i = 0; i <= workers_; ++i) ended += counts_[i].ended.load(std::memory_order_seq_cst);
+    for (std::size_t i = 0; i <= workers_; ++i) begun += counts_[i].begun.load(std::memory_order_seq_cst);
+    return own + static_cast<std::size_t>(begun - ended);
   }
 
   /**
@@ -143,9 +164,17 @@ class completion {
   static constexpr std::uint64_t first_sleep_ns = 50000;
   static constexpr std::uint64_t last_sleep_ns = 1000000;
 
+  group_counts& counts_of(std::size_t who) const noexcept { return counts_[who < workers_ ? who : workers_]; }
+  /// A worker's counts have one writer, itself: a load and a store, no locked instruction.
+  void add_one(std::atomic<std::uint64_t>& count, std::size_t who) noexcept {
+    if (who < workers_) count.store(count.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    else count.fetch_add(1, std::memory_order_release);
+  }
+
   group_state all_;
   event_count done_;
-  std::atomic<long> active_groups_{0};
+  std::size_t workers_;
+  std::unique_ptr<group_counts[]> counts_;
 };
 
 }  // namespace numaaff::detail

@@ -129,7 +129,7 @@ class flow_state {
     t->cancel_mark = sched_.cancel_generation();
     // Counted before it is registered: a predecessor finishing on another thread may queue
     // and run it at once.
-    sched_.done().started(group_);
+    sched_.count_started(group_);
     bool ready = false;
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
     try {
@@ -139,7 +139,7 @@ class flow_state {
     } catch (...) {
       t->drop_callable();
       delete t;  // never registered: nothing to release
-      sched_.done().finish(group_);  // wait() does not wait for a task that was not made
+      sched_.count_finished(group_);  // wait() does not wait for a task that was not made
       throw;
     }
 #endif
@@ -187,7 +187,7 @@ class flow_state {
     group_state* g = t.group;
     if (g != nullptr) g->cancelled.store(true, std::memory_order_relaxed);  // before finish: the group may go
     t.dispose();  // releases its dependents, discarded too
-    sched_.done().finish(g);
+    sched_.count_finished(g);
   }
 
   /// The homenode: the pool node nearest to the node holding the largest share of the declared

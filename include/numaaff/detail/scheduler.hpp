@@ -321,6 +321,10 @@ class scheduler final : public counter_source {
     return i;
   }
   completion& done() noexcept { return done_; }
+  /// Counts a new task into `g` (null: the pool-wide group) before it is queued, and one out
+  /// of it after it ran or was discarded (completion's rules), on the calling thread's counts.
+  void count_started(group_state* g) noexcept { done_.started(g, counts_here()); }
+  void count_finished(group_state* g) noexcept { done_.finish(g, counts_here()); }
   const std::vector<std::unique_ptr<pool_worker>>& workers() const noexcept { return workers_; }
   const pool_node& node_state(std::size_t i) const noexcept { return *nodes_[i]; }
   bool all_workers_bound() const noexcept { return bound_; }
@@ -328,6 +332,8 @@ class scheduler final : public counter_source {
   bool kernel_nodes() const noexcept { return config_.kernel_nodes; }
   const void* owner() const noexcept { return config_.owner; }
   bool is_own_worker() const noexcept { return this_worker.sched == this; }
+  /// The calling thread's counts in done_: a worker's own, or those of every other thread.
+  std::size_t counts_here() const noexcept { return is_own_worker() ? this_worker.self->index : workers_.size(); }
   /// The calling thread runs one of this scheduler's tasks: as a worker, or an outside thread
   /// helping while it waits.
   bool in_own_task() const noexcept {
@@ -380,6 +386,12 @@ class scheduler final : public counter_source {
   /// Adds the pool's totals to node_events when it ends (under the registry's lock).
   void retire_counters() const noexcept;
 
+  static std::size_t worker_count(const scheduler_config& c) noexcept {
+    std::size_t n = 0;
+    for (std::size_t ni = 0; ni < c.plan.node_count(); ++ni) n += c.worker_cpus[ni].size();
+    return n;
+  }
+
   scheduler_config config_;
   std::vector<std::unique_ptr<pool_node>> nodes_;
   std::vector<std::unique_ptr<pool_worker>> workers_;
@@ -387,7 +399,7 @@ class scheduler final : public counter_source {
   // every task start and finish writes (sharing one cost fib(30) 40% here).
   const std::uint64_t id_ = next_pool_id.fetch_add(1, std::memory_order_relaxed);
   const unsigned forks_ = fork_count();  // registers the fork counter, then reads it
-  alignas(64) completion done_;
+  alignas(64) completion done_{worker_count(config_)};
   alignas(64) std::vector<std::shared_ptr<external_slot>> slots_;
   std::atomic<bool> stop_{false};
   std::atomic<std::size_t> round_robin_{0};
@@ -630,7 +642,7 @@ inline void scheduler::enqueue(pool_task* t) {
   // is queued (a worker may finish it at once). A group's task is counted by its group (one
   // shared counter per task, not two).
   group_state* const g = t->group;
-  done_.started(g);
+  count_started(g);
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
   try {
 #endif
@@ -638,7 +650,7 @@ inline void scheduler::enqueue(pool_task* t) {
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
   } catch (...) {
     t->dispose();
-    done_.finish(g);
+    count_finished(g);
     throw;
   }
 #endif
@@ -894,7 +906,7 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
     self->busy.store(was_busy, std::memory_order_release);
     self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  done_.finish(g);
+  done_.finish(g, self != nullptr ? self->index : workers_.size());
 }
 
 inline void scheduler::worker_main(pool_worker& w) {
@@ -988,7 +1000,7 @@ inline std::size_t scheduler::cancel() {
       // Its group's wait must not return as if it had run (set before finish(): after it, the
       // group may be gone).
       if (g != nullptr) g->cancelled.store(true, std::memory_order_relaxed);
-      done_.finish(g);
+      count_finished(g);
       ++dropped;
     }
   }
