@@ -621,6 +621,38 @@ TEST(ThreadPoolHost, PoolWaitWaitsForAGroupThatGotItsWorkOnAnotherThread) {
   }
 }
 
+// Work handed between a group and the pool: a group's task that posts (the post is counted by
+// the pool, the group then ends), and a post that runs a group of its own on a worker without
+// waiting for it there (a worker's counts begin the group). wait() waits for all of it.
+TEST(ThreadPoolHost, PoolWaitWaitsForWorkHandedBetweenAGroupAndThePool) {
+  numaaff_test::hang_guard guard(std::chrono::seconds(60), "a pool-wide wait for work handed between a group and the pool");
+  numaaff::thread_pool pool;
+  for (int round = 0; round < 200; ++round) {
+    std::atomic<int> finished{0};
+    auto slow = [&] {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      finished.fetch_add(1);
+    };
+    std::atomic<bool> queued{false};
+    std::thread outside([&] {
+      numaaff::task_group g(pool);
+      g.run([&] { pool.post(slow); });
+      queued = true;
+      g.wait();
+    });
+    auto group = std::make_shared<std::unique_ptr<numaaff::task_group>>();
+    pool.post([&pool, &slow, group] {
+      *group = std::make_unique<numaaff::task_group>(pool);
+      (*group)->run(slow);
+    });
+    while (!queued.load()) std::this_thread::yield();
+    pool.wait();
+    EXPECT_EQ(finished.load(), 2) << "round " << round << ": wait() returned before the work handed on finished";
+    outside.join();
+    if (*group) (*group)->wait();
+  }
+}
+
 // Data-affine submission on one node: hinted tasks run (on the only node) whether the data
 // is populated or not; a range that is not one is a caller error; run_near and post_near too.
 TEST(ThreadPoolHost, SubmitNearRunsNearTheDataOrByThePolicy) {

@@ -10,12 +10,17 @@
 //   finishing thread touches nothing of the group afterwards: it wakes the waiters through the
 //   pool's event, which outlives every group.
 // - The pool-wide group (wait(), the destructor) also waits for the work of task groups: it
-//   reads every count of completed groups, then every count of groups that got work, and
-//   waits while the second sum is larger. A group counts as begun before it completes, so a
-//   completion the first pass sees has its beginning in the second: the difference is never
-//   negative, and it is zero only if at some moment between the passes no group had work.
-//   One pool-wide count instead, written by every group's first task and last finish from
-//   every CPU, took a third of a recursive fib's time.
+//   reads every count of completed groups, then its own count of tasks, then every count of
+//   groups that got work, and waits while the tasks or the difference of the sums are not
+//   zero. A group's beginning happens before its end (the queues' and its pending count's
+//   release and acquire), so each end the first pass sees has its beginning seen by the
+//   last: the difference never goes below zero, and any group whose beginning the wait can
+//   see and whose end it did not is counted. Work handed from a group to the pool (a group's
+//   task that posts) is in the pool's count before the group's end, and work handed the
+//   other way is in the group's beginning before the pool's task ends: reading the pool's
+//   count between the passes sees either side. One pool-wide count of groups instead,
+//   written at every group's first task and last finish from every CPU, took over a third
+//   of a recursive fib's time.
 // - The first exception wins; a wait rethrows it once and the group starts afresh. A group
 //   whose tasks cancel() discarded reports that at its wait (operation_canceled), unless one
 //   of its tasks threw.
@@ -67,9 +72,9 @@ struct group_state {
   }
 };
 
-/// Groups that got work and groups that completed, as one thread counts them, on a line of its
-/// own.
-struct alignas(64) group_counts {
+/// Groups that got work and groups that completed, as one thread counts them, on lines of its
+/// own (two: prefetchers fetch lines in pairs).
+struct alignas(128) group_counts {
   std::atomic<std::uint64_t> begun{0};
   std::atomic<std::uint64_t> ended{0};
 };
@@ -78,8 +83,10 @@ struct alignas(64) group_counts {
 /// event their completion fires.
 class completion {
  public:
+  /// `who` for every thread but the workers.
+  static constexpr std::size_t any_thread = static_cast<std::size_t>(-1);
   /// Counts for `workers` threads that count apart (a pool's workers, `who` 0 to workers - 1),
-  /// and one shared by every other thread (any other `who`). Allocates; std::bad_alloc.
+  /// and one shared by every other thread (any_thread). Allocates; std::bad_alloc.
   explicit completion(std::size_t workers) : workers_(workers), counts_(new group_counts[workers + 1]) {}
 
   /// The pool-wide group: tasks submitted without a group, and the errors of post()ed ones.
@@ -107,10 +114,10 @@ class completion {
 
   /// Tasks still to finish for `g`; for the pool-wide group, groups with work count too.
   std::size_t outstanding(const group_state& g) const noexcept {
-    const std::size_t own = g.pending.load(std::memory_order_seq_cst);
-    if (&g != &all_) return own;
+    if (&g != &all_) return g.pending.load(std::memory_order_seq_cst);
     std::uint64_t ended = 0, begun = 0;
     for (std::size_t i = 0; i <= workers_; ++i) ended += counts_[i].ended.load(std::memory_order_seq_cst);
+    const std::size_t own = g.pending.load(std::memory_order_seq_cst);  // between the passes
     for (std::size_t i = 0; i <= workers_; ++i) begun += counts_[i].begun.load(std::memory_order_seq_cst);
     return own + static_cast<std::size_t>(begun - ended);
   }
@@ -171,10 +178,11 @@ class completion {
     else count.fetch_add(1, std::memory_order_release);
   }
 
-  group_state all_;
-  event_count done_;
+  // Read at every group's beginning and end: off the lines every post() and wake-up writes.
   std::size_t workers_;
   std::unique_ptr<group_counts[]> counts_;
+  alignas(64) group_state all_;
+  alignas(64) event_count done_;
 };
 
 }  // namespace numaaff::detail

@@ -333,7 +333,7 @@ class scheduler final : public counter_source {
   const void* owner() const noexcept { return config_.owner; }
   bool is_own_worker() const noexcept { return this_worker.sched == this; }
   /// The calling thread's counts in done_: a worker's own, or those of every other thread.
-  std::size_t counts_here() const noexcept { return is_own_worker() ? this_worker.self->index : workers_.size(); }
+  std::size_t counts_here() const noexcept { return is_own_worker() ? this_worker.self->index : completion::any_thread; }
   /// The calling thread runs one of this scheduler's tasks: as a worker, or an outside thread
   /// helping while it waits.
   bool in_own_task() const noexcept {
@@ -906,7 +906,7 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
     self->busy.store(was_busy, std::memory_order_release);
     self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  done_.finish(g, self != nullptr ? self->index : workers_.size());
+  done_.finish(g, self != nullptr ? self->index : completion::any_thread);
 }
 
 inline void scheduler::worker_main(pool_worker& w) {
