@@ -438,20 +438,23 @@ TEST(Kind, CrossThreadFreesKeepTheResidentSizeBounded) {
   // One node for every block: local() would follow each unpinned producer to its node, and a
   // node first used in a later round would start slabs of its own.
   const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  // Each on a CPU of its own, the same in every round: each CPU the producer ran on would keep
+  // the slab it was carving for each class, a bound of its own (one per CPU) that a round on a
+  // new CPU would add to.
+  int producer_cpu = -1, consumer_cpu = -1;
+  if (!two_carve_slots(producer_cpu, consumer_cpu)) consumer_cpu = producer_cpu = first_cpu();
   std::size_t after_first = 0;
   for (int r = 0; r < rounds; ++r) {
     std::vector<void*> blocks(per_round);
-    std::thread producer([&] {
+    on_cpu(producer_cpu, [&] {
       for (int i = 0; i < per_round; ++i) {
         blocks[static_cast<std::size_t>(i)] = numaaff::allocate(k, static_cast<std::size_t>(16 << (i % 7)));
         std::memset(blocks[static_cast<std::size_t>(i)], 1, 16);
       }
     });
-    producer.join();
-    std::thread consumer([&] {
+    on_cpu(consumer_cpu, [&] {
       for (void* b : blocks) numaaff::deallocate(b);
     });
-    consumer.join();
     if (r == 1) after_first = numaaff_test::status_kib("VmRSS:");
   }
   EXPECT_LE(numaaff_test::status_kib("VmRSS:"), after_first + 8 * 1024) << "resident KiB after round 2: " << after_first;
