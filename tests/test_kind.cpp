@@ -47,26 +47,24 @@ const std::vector<kind>& every_kind() {
 
 const std::size_t sizes[] = {1, 16, 17, 64, 1000, 4096, 32 * 1024, 32 * 1024 + 1, 1 << 20, (4 << 20) + 3};
 
-/// Two CPUs the calling thread may run on whose carve slots differ; false when it has one.
+/// Two CPUs the calling thread may run on whose carve slots differ; false when it has one
+/// (`a` is then its first CPU).
 bool two_carve_slots(int& a, int& b) {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return false;
-  a = b = -1;
-  for (int cpu = 0; cpu < CPU_SETSIZE && b < 0; ++cpu) {
-    if (!CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) continue;
-    if (a < 0) a = cpu;
-    else if (static_cast<unsigned>(cpu) % numaaff::detail::carve_slots != static_cast<unsigned>(a) % numaaff::detail::carve_slots) b = cpu;
-  }
-  return b >= 0;
+  const std::vector<int> cpus = numaaff_test::thread_cpus();
+  a = cpus.empty() ? 0 : cpus.front();
+  b = -1;
+  for (int cpu : cpus)
+    if (static_cast<unsigned>(cpu) % numaaff::detail::carve_slots != static_cast<unsigned>(a) % numaaff::detail::carve_slots) {
+      b = cpu;
+      return true;
+    }
+  return false;
 }
 
 /// The first CPU the calling thread may run on.
 int first_cpu() {
-  cpu_set_t allowed;
-  if (sched_getaffinity(0, sizeof allowed, &allowed) == 0)
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-      if (CPU_ISSET(static_cast<std::size_t>(cpu), &allowed)) return cpu;
-  return 0;
+  const std::vector<int> cpus = numaaff_test::thread_cpus();
+  return cpus.empty() ? 0 : cpus.front();
 }
 
 /// Runs `f` on a thread of its own pinned to `cpu`, and waits for it.
