@@ -323,8 +323,8 @@ class scheduler final : public counter_source {
   completion& done() noexcept { return done_; }
   /// Counts a new task into `g` (null: the pool-wide group) before it is queued, and one out
   /// of it after it ran or was discarded (completion's rules), on the calling thread's counts.
-  void count_started(group_state* g) noexcept { done_.started(g, counts_here()); }
-  void count_finished(group_state* g) noexcept { done_.finish(g, counts_here()); }
+  void count_started(group_state* g) noexcept { done_.started(g, counts_index(own_worker())); }
+  void count_finished(group_state* g) noexcept { done_.finish(g, counts_index(own_worker())); }
   const std::vector<std::unique_ptr<pool_worker>>& workers() const noexcept { return workers_; }
   const pool_node& node_state(std::size_t i) const noexcept { return *nodes_[i]; }
   bool all_workers_bound() const noexcept { return bound_; }
@@ -332,8 +332,10 @@ class scheduler final : public counter_source {
   bool kernel_nodes() const noexcept { return config_.kernel_nodes; }
   const void* owner() const noexcept { return config_.owner; }
   bool is_own_worker() const noexcept { return this_worker.sched == this; }
-  /// The calling thread's counts in done_: a worker's own, or those of every other thread.
-  std::size_t counts_here() const noexcept { return is_own_worker() ? this_worker.self->index : completion::any_thread; }
+  /// The pool worker running the calling thread; nullptr for any other thread.
+  pool_worker* own_worker() const noexcept { return is_own_worker() ? this_worker.self : nullptr; }
+  /// The counts in done_ of worker `w` (nullptr: those of every thread but the workers).
+  static std::size_t counts_index(const pool_worker* w) noexcept { return w != nullptr ? w->index : completion::any_thread; }
   /// The calling thread runs one of this scheduler's tasks: as a worker, or an outside thread
   /// helping while it waits.
   bool in_own_task() const noexcept {
@@ -600,7 +602,7 @@ inline std::size_t scheduler::policy_node() {
 
 inline void scheduler::help_until_done(group_state& g) {
   if (done_.outstanding(g) == 0) return;
-  pool_worker* self = is_own_worker() ? this_worker.self : nullptr;
+  pool_worker* self = own_worker();
   external_slot* own = nullptr;
   if (self == nullptr && config_.outside_threads_help) {
     // An outside thread is not pinned: a task it ran could move off its homenode with it, in
@@ -662,7 +664,7 @@ inline void scheduler::queue(pool_task* t) {
   pool_node& n = *nodes_[ni];
   const bool counted = config_.policy == home_choice::exec;
   if (counted) n.unfinished.fetch_add(1, std::memory_order_acq_rel);
-  pool_worker* self = is_own_worker() ? this_worker.self : nullptr;
+  pool_worker* self = own_worker();
   external_slot* slot = nullptr;
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
   try {
@@ -906,7 +908,7 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
     self->busy.store(was_busy, std::memory_order_release);
     self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  done_.finish(g, self != nullptr ? self->index : completion::any_thread);
+  done_.finish(g, counts_index(self));
 }
 
 inline void scheduler::worker_main(pool_worker& w) {
