@@ -2,6 +2,7 @@
 // with logical nodes and unbound workers) and on this host (layer 2: futures, exceptions,
 // nesting, recursion, cancellation, destruction, idle CPU use, binding, cpuset, environment).
 #include <numaaff/allocator.hpp>
+#include <numaaff/detail/work_deque.hpp>
 #include <numaaff/thread_pool.hpp>
 
 #include "common/exceptions.hpp"
@@ -1213,6 +1214,59 @@ TEST(EventCount, NotifyOneNeverLeavesAnItemWithTheWaiterAsleep) {
     for (auto& t : threads) t.join();
     ASSERT_EQ(left, 0) << "round " << r << ": items left with every consumer asleep (a lost wake-up)";
   }
+}
+
+// ---- the work deque under every worker and external slot ----------------------------------
+
+TEST(WorkDeque, TheOwnerPopsTheNewestAndAThiefStealsTheOldest) {
+  int v[3] = {0, 1, 2};
+  numaaff::detail::work_deque<int*> d(2);
+  EXPECT_EQ(d.pop(), nullptr);
+  EXPECT_EQ(d.steal(), nullptr);
+  for (int& x : v) d.push(&x);  // a third item grows the ring of two
+  EXPECT_EQ(d.size_hint(), 3);
+  EXPECT_EQ(d.steal(), &v[0]);
+  EXPECT_EQ(d.pop(), &v[2]);
+  EXPECT_EQ(d.pop(), &v[1]);
+  EXPECT_EQ(d.pop(), nullptr);
+  EXPECT_EQ(d.steal(), nullptr);
+}
+
+// The owner's room check reads the thieves' top only when an older reading of it says the ring
+// is full: a stale top must make it read again or grow, never overwrite an item not yet taken.
+// Bursts of exactly a ring's worth, emptied by the thieves alone, meet a stale top each time.
+TEST(WorkDeque, EveryItemIsTakenOnceWhileThievesStealAndTheRingGrows) {
+  constexpr int items = 200000;
+  std::vector<int> values(items);
+  std::vector<std::atomic<int>> taken(items);
+  numaaff::detail::work_deque<int*> d(4);
+  std::atomic<bool> done{false};
+  auto take = [&](int* p) { taken[static_cast<std::size_t>(p - values.data())].fetch_add(1, std::memory_order_relaxed); };
+  std::vector<std::thread> thieves;
+  for (int k = 0; k < 2; ++k)
+    thieves.emplace_back([&] {
+      while (!done.load(std::memory_order_acquire))
+        if (int* p = d.steal()) take(p);
+    });
+  int next = 0;
+  for (int burst = 0; next < items; ++burst) {
+    const int n = burst % 3 == 0 ? 4 : 1 + burst % 37;  // a ring's worth, and more (growth)
+    for (int i = 0; i < n && next < items; ++i) d.push(&values[static_cast<std::size_t>(next++)]);
+    if (burst % 3 == 0) {
+      while (d.size_hint() > 0) std::this_thread::yield();  // the thieves empty it
+    } else if (burst % 3 == 1) {
+      if (int* p = d.pop()) take(p);
+    }
+  }
+  while (int* p = d.pop()) take(p);
+  done.store(true, std::memory_order_release);
+  for (auto& t : thieves) t.join();
+  while (int* p = d.steal()) take(p);
+  int wrong = 0;
+  for (int i = 0; i < items; ++i)
+    if (taken[static_cast<std::size_t>(i)].load() != 1 && ++wrong <= 5)
+      ADD_FAILURE() << "item " << i << " taken " << taken[static_cast<std::size_t>(i)].load() << " times";
+  EXPECT_EQ(wrong, 0);
 }
 
 }  // namespace

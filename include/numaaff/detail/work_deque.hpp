@@ -31,9 +31,13 @@ class work_deque {
   /// because a thief may still be reading one).
   void push(T item) {
     const std::int64_t b = bottom_.load(std::memory_order_relaxed);
-    const std::int64_t t = top_.load(std::memory_order_acquire);
     ring* r = ring_.load(std::memory_order_relaxed);
-    if (b - t >= static_cast<std::int64_t>(r->size())) r = grow(r, t, b);
+    // The top only grows: room by an older top is room. Reading the thieves' line at every
+    // push would cost a transfer per steal.
+    if (b - top_seen_ >= static_cast<std::int64_t>(r->size())) {
+      top_seen_ = top_.load(std::memory_order_acquire);
+      if (b - top_seen_ >= static_cast<std::int64_t>(r->size())) r = grow(r, top_seen_, b);
+    }
     r->put(b, item);
     bottom_.store(b + 1, std::memory_order_release);
   }
@@ -44,6 +48,7 @@ class work_deque {
     ring* r = ring_.load(std::memory_order_relaxed);
     bottom_.store(b, std::memory_order_seq_cst);
     std::int64_t t = top_.load(std::memory_order_seq_cst);
+    top_seen_ = t;
     if (t > b) {
       bottom_.store(b + 1, std::memory_order_relaxed);
       return nullptr;
@@ -97,6 +102,7 @@ class work_deque {
 
   alignas(64) std::atomic<std::int64_t> top_{0};
   alignas(64) std::atomic<std::int64_t> bottom_{0};
+  std::int64_t top_seen_ = 0;  // owner only: a top read earlier, never above the real one
   alignas(64) std::atomic<ring*> ring_{nullptr};
   std::vector<std::unique_ptr<ring>> rings_;  // owner only
 };
