@@ -47,18 +47,12 @@ const std::vector<kind>& every_kind() {
 
 const std::size_t sizes[] = {1, 16, 17, 64, 1000, 4096, 32 * 1024, 32 * 1024 + 1, 1 << 20, (4 << 20) + 3};
 
-/// Two CPUs the calling thread may run on whose carve slots differ; false when it has one
-/// (`a` is then its first CPU).
-bool two_carve_slots(int& a, int& b) {
+/// Two CPUs the calling thread may run on; false when it has one (`a` is then that CPU).
+bool two_cpus(int& a, int& b) {
   const std::vector<int> cpus = numaaff_test::thread_cpus();
   a = cpus.empty() ? 0 : cpus.front();
-  b = -1;
-  for (int cpu : cpus)
-    if (static_cast<unsigned>(cpu) % numaaff::detail::carve_slots != static_cast<unsigned>(a) % numaaff::detail::carve_slots) {
-      b = cpu;
-      return true;
-    }
-  return false;
+  b = cpus.size() > 1 ? cpus[1] : -1;
+  return b >= 0;
 }
 
 /// The first CPU the calling thread may run on.
@@ -311,7 +305,7 @@ TEST(Kind, AThreadsCachedBlocksGoBackWhenItExits) {
 // slabs of their own, also when a thread that just exited left its free blocks in one slab.
 TEST(Kind, ThreadsOnTwoCPUsTakeTheirBlocksFromSlabsOfTheirOwn) {
   int a = -1, b = -1;
-  if (!two_carve_slots(a, b)) GTEST_SKIP() << "needs two CPUs";
+  if (!two_cpus(a, b)) GTEST_SKIP() << "needs two CPUs";
   const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
   constexpr std::size_t bytes = 1024, count = 64;
   on_cpu(a, [&] {  // leaves 64 free blocks in one slab, on a's side
@@ -340,11 +334,49 @@ TEST(Kind, ThreadsOnTwoCPUsTakeTheirBlocksFromSlabsOfTheirOwn) {
   for (std::uintptr_t s : slabs[0]) EXPECT_EQ(slabs[1].count(s), 0u) << "a slab gave blocks to CPUs " << a << " and " << b;
 }
 
+// The same for two threads that took their first blocks on one CPU and then run on two: a
+// slot chosen by the CPU stayed theirs together (a thread that recycles the blocks it caches
+// never asks again), and both then ran at the speed of blocks side by side, to the end.
+TEST(Kind, ThreadsThatStartedOnOneCPUTakeSlabsOfTheirOwnOnTwo) {
+  int a = -1, b = -1;
+  if (!two_cpus(a, b)) GTEST_SKIP() << "needs two CPUs";
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  constexpr std::size_t bytes = 1024, count = 64;
+  std::set<std::uintptr_t> slabs[2];
+  std::atomic<int> arrived{0};
+  auto wait_for = [&](int n) {
+    arrived.fetch_add(1);
+    while (arrived.load() < n) std::this_thread::yield();
+  };
+  std::thread threads[2];
+  auto pin = [](int cpu) {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(static_cast<std::size_t>(cpu), &one);
+    EXPECT_EQ(sched_setaffinity(0, sizeof one, &one), 0) << "pinning to CPU " << cpu;
+  };
+  for (int t = 0; t < 2; ++t)
+    threads[t] = std::thread([&, t] {
+      pin(a);
+      numaaff::deallocate(numaaff::allocate(k, 48));  // a first block, on CPU a
+      wait_for(2);
+      pin(t == 0 ? a : b);  // the same thread, now on a CPU of its own
+      wait_for(4);          // both take their 1 KiB blocks at once
+      std::vector<void*> blocks;
+      for (std::size_t i = 0; i < count; ++i) blocks.push_back(numaaff::allocate(k, bytes));
+      for (void* p : blocks) slabs[t].insert(slab_start(p));
+      wait_for(6);  // neither frees before both hold theirs
+      for (void* p : blocks) numaaff::deallocate(p);
+    });
+  for (std::thread& t : threads) t.join();
+  for (std::uintptr_t s : slabs[0]) EXPECT_EQ(slabs[1].count(s), 0u) << "a slab gave blocks to CPUs " << a << " and " << b;
+}
+
 // The other side of it: free blocks one CPU left are reused by another, all but the slab the
 // first CPU takes its blocks from next.
 TEST(Kind, FreeBlocksAnotherCPULeftAreReused) {
   int a = -1, b = -1;
-  if (!two_carve_slots(a, b)) GTEST_SKIP() << "needs two CPUs";
+  if (!two_cpus(a, b)) GTEST_SKIP() << "needs two CPUs";
   const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
   constexpr std::size_t bytes = 8192, slabs = 4;  // a class only a reallocation elsewhere passes through
   const std::size_t per_slab = numaaff::detail::blocks_per_slab(numaaff::detail::size_class(bytes, 16));
@@ -440,7 +472,7 @@ TEST(Kind, CrossThreadFreesKeepTheResidentSizeBounded) {
   // the slab it was carving for each class, a bound of its own (one per CPU) that a round on a
   // new CPU would add to.
   int producer_cpu = -1, consumer_cpu = -1;
-  if (!two_carve_slots(producer_cpu, consumer_cpu)) consumer_cpu = producer_cpu = first_cpu();
+  if (!two_cpus(producer_cpu, consumer_cpu)) consumer_cpu = producer_cpu = first_cpu();
   std::size_t after_first = 0;
   for (int r = 0; r < rounds; ++r) {
     std::vector<void*> blocks(per_round);

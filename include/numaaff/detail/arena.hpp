@@ -12,13 +12,13 @@
 // for the node and local kinds, refilled from and handed back to the node's central free list
 // in batches (bounded per class: 128 KiB of blocks, at least 64), so a small allocate/free pair
 // is a few loads and stores, not a lock or a system call (numa_alloc_onnode makes one mmap per
-// call). A list keeps its slabs per CPU (carve slots), so that threads on two CPUs do not get
-// blocks side by side (central_list says why). A freed block goes back to the list of the node
+// call). A list keeps its slabs per thread (carve slots), so that threads on two CPUs do not
+// get blocks side by side (central_list says why). A freed block goes back to the list of the node
 // its slab is bound to: memory is reused on its own node only. A slab whose blocks are all back
 // in its list is given back: its pages go to the kernel (MADV_DONTNEED; the binding stays with
 // the mapping) and the slab to its node's pool, from which any class of the same family takes
 // it again. One such slab per list is kept as it is, so that a list that empties and refills a
-// slab does not fault its pages in again each time, and so is each CPU's slab being carved.
+// slab does not fault its pages in again each time, and so is each slot's slab being carved.
 //
 // A free is checked before it touches any list: a table of every slab (two loads) and a
 // registry of every large mapping say whether the pointer is the start of a block of ours,
@@ -247,32 +247,56 @@ inline std::uint32_t blocks_per_slab(int c) noexcept {
   return static_cast<std::uint32_t>((slab_size - first_block_offset(c)) / class_bytes(c));
 }
 
-/// Blocks of one slab go to threads of one CPU at a time, as far as the list allows: a CPU
-/// that frees blocks next to blocks another CPU writes (1 KiB blocks 32 apart, handed out in
-/// turns) has the hardware prefetcher pull the other CPU's lines into its cache at every pass,
-/// and the two bounce those lines: two threads allocating and freeing 1 KiB blocks of one
-/// class took 2.4 times as long per block as either alone (64 blocks each, in runs of 32
-/// blocks given out in turns; the same blocks in runs of 128 per thread cost nothing). So each
-/// list keeps its slabs per carve slot, one per CPU modulo carve_slots (CPUs carve_slots
-/// apart share one). Whole batches of freed blocks (central_list::batches) still go to any
-/// CPU: they are what one thread hands to another.
+/// Blocks of one slab go to one thread at a time, as far as the list allows: a CPU that frees
+/// blocks next to blocks another CPU writes (1 KiB blocks 32 apart, handed out in turns) has
+/// the hardware prefetcher pull the other CPU's lines into its cache at every pass, and the
+/// two bounce those lines: two threads allocating and freeing 1 KiB blocks of one class took
+/// 2.4 times as long per block as either alone (64 blocks each, in runs of 32 blocks given out
+/// in turns; the same blocks in runs of 128 per thread cost nothing). So each list keeps its
+/// slabs per carve slot, and a thread holds a slot of its own from its first central take to
+/// its exit (the lowest free one; beyond carve_slots live threads, slots are shared in turn).
+/// A thread that starts after another exited takes its slot, and with it the free blocks that
+/// thread left (a thread whose exit hook could not be set keeps its slot, and so do, in a
+/// forked child, the parent's other threads: later threads then share slots sooner). Slots by the CPU a thread ran on were tried: two threads that started on one
+/// CPU shared a slot for good (a thread that recycles its own cached blocks never asks again),
+/// and two threads on two CPUs then ran at half speed from start to end, in some processes and
+/// not others. Whole batches of freed blocks (central_list::batches) still go to any thread:
+/// they are what one thread hands to another.
 inline constexpr unsigned carve_slots = 8;
-/// The calling thread's carve slot, by the CPU it ran on at one of its last 16 calls: the CPU
-/// is asked again at the 16th (getcpu is a system call where glibc has no rseq area), and a
-/// thread that moved takes its blocks next to its old CPU's meanwhile, correct but slower.
-inline unsigned carve_slot_here() noexcept {
-  struct cached_slot {
-    unsigned slot;
-    unsigned uses;
-  };
-  static thread_local cached_slot cached{0, 0};
-  if (cached.uses == 0) {
-    const auto r = call(sys::getcpu, [] { return ::sched_getcpu(); });
-    cached.slot = r ? static_cast<unsigned>(r.value) % carve_slots : 0;
-    cached.uses = 16;
+inline std::atomic<std::uint32_t> carve_slots_held{0};  // a bit per slot a live thread holds
+inline std::atomic<unsigned> carve_slot_turn{0};         // shared slots, once all are held
+struct carve_slot_state {
+  unsigned slot = carve_slots;  // carve_slots: none yet
+  bool held = false;            // its bit in carve_slots_held is this thread's
+};
+inline thread_local carve_slot_state this_carve_slot{};
+
+/// Takes the calling thread's slot (out of line: once per thread).
+[[gnu::noinline]] inline unsigned take_carve_slot() noexcept {
+  carve_slot_state& me = this_carve_slot;
+  constexpr std::uint32_t all = (std::uint32_t{1} << carve_slots) - 1;
+  std::uint32_t held = carve_slots_held.load(std::memory_order_relaxed);
+  while (held != all) {
+    const auto s = static_cast<unsigned>(__builtin_ctz(~held));
+    if (carve_slots_held.compare_exchange_weak(held, held | std::uint32_t{1} << s, std::memory_order_relaxed)) {
+      me = {s, true};
+      return s;
+    }
   }
-  --cached.uses;
-  return cached.slot;
+  me = {carve_slot_turn.fetch_add(1, std::memory_order_relaxed) % carve_slots, false};
+  return me.slot;
+}
+/// The calling thread's carve slot.
+inline unsigned carve_slot_here() noexcept {
+  const unsigned s = this_carve_slot.slot;
+  return s != carve_slots ? s : take_carve_slot();
+}
+/// At the calling thread's exit: its slot is free for the next thread. It goes on with a
+/// shared one (a later exit hook may still allocate), never taking a slot again.
+inline void leave_carve_slot() noexcept {
+  carve_slot_state& me = this_carve_slot;
+  if (me.held) carve_slots_held.fetch_and(~(std::uint32_t{1} << me.slot), std::memory_order_relaxed);
+  me = {me.slot == carve_slots ? 0 : me.slot, false};
 }
 
 struct central_list {
@@ -310,8 +334,8 @@ struct central_list {
   /// A slab of another slot with free blocks, moved to slot `s` (whose own chain is empty and
   /// whose newest slab is used up), with the rest of that slot's newest slab when it is this
   /// one; nullptr: none. Only a slab none of whose blocks is in use, or one behind the head of
-  /// its slot's chain: the head is where that slot's CPU takes blocks next, and taking from it
-  /// too would put the two CPUs' blocks side by side again. So a slot keeps at most one slab
+  /// its slot's chain: the head is where that slot's thread takes blocks next, and taking from
+  /// it too would put the two threads' blocks side by side again. So a slot keeps at most one slab
   /// of free blocks from the others (and the uncarved rest of its newest slab, address space
   /// only), and free blocks are otherwise reused whoever freed them.
   slab_header* steal_for(unsigned s, std::size_t first_offset, std::size_t size) noexcept {
@@ -1052,6 +1076,7 @@ inline void drain_batches(int node, int f, int c) noexcept {
 inline void flush_thread_cache(void* cache) noexcept {
   auto* t = static_cast<thread_cache*>(cache);
   t->state = thread_cache::gone;
+  leave_carve_slot();
   for (int n = 0; n < cached_nodes; ++n)
     for (int f = 0; f < cached_families; ++f)
       for (int c = 0; c < class_count; ++c)
