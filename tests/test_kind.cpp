@@ -274,6 +274,32 @@ TEST(Kind, AForkedChildsHeapWorks) {
   churn.join();
 }
 
+// A child runs only the thread that forked: the slots the parent's other threads hold are
+// free in the child, or its threads would share slots from the start.
+TEST(Kind, AForkedChildHoldsOnlyItsOwnThreadsCarveSlot) {
+  if (numaaff_test::address_sanitizer) GTEST_SKIP() << "the ASan runtime's allocator is not fork-safe";
+  const kind k = kind::interleave();  // no thread cache: each small block is a central take
+  std::atomic<int> holding{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3; ++t)
+    threads.emplace_back([&] {
+      numaaff::deallocate(numaaff::allocate(k, 64));  // takes a slot
+      holding.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+    });
+  while (holding.load() < 3) std::this_thread::yield();
+  numaaff::deallocate(numaaff::allocate(k, 64));
+  const std::uint32_t parent = numaaff::detail::carve_slots_held.load();
+  const std::string how = numaaff_test::run_in_child(20, [] {
+    return __builtin_popcount(numaaff::detail::carve_slots_held.load()) <= 1 ? 0 : 1;
+  });
+  go = true;
+  for (std::thread& t : threads) t.join();
+  EXPECT_GE(__builtin_popcount(parent), 3) << "slots the parent's threads held";
+  EXPECT_EQ(how, "") << "the child held the parent's other threads' slots";
+}
+
 TEST(Kind, AThreadsCachedBlocksGoBackWhenItExits) {
   // A thread's cache is plain thread-local data handed back by a pthread key's destructor: a
   // thread that frees blocks and exits must not strand them. The central list is LIFO for the
@@ -370,6 +396,18 @@ TEST(Kind, ThreadsThatStartedOnOneCPUTakeSlabsOfTheirOwnOnTwo) {
     });
   for (std::thread& t : threads) t.join();
   for (std::uintptr_t s : slabs[0]) EXPECT_EQ(slabs[1].count(s), 0u) << "a slab gave blocks to CPUs " << a << " and " << b;
+}
+
+// A thread holds its carve slot until its exit hook gives it back: a thread whose small blocks
+// all come from the central lists (an interleaved kind has no thread cache) must get that
+// hook too, or each such thread would keep a slot for good and later threads share slots.
+TEST(Kind, AThreadThatOnlyAllocatesUncachedBlocksGivesItsSlotBack) {
+  const std::uint32_t before = numaaff::detail::carve_slots_held.load();
+  std::vector<void*> blocks;
+  for (unsigned i = 0; i < 2 * numaaff::detail::carve_slots; ++i)
+    std::thread([&] { blocks.push_back(numaaff::allocate(kind::interleave(), 64)); }).join();
+  EXPECT_EQ(numaaff::detail::carve_slots_held.load(), before) << "slots the exited threads still hold";
+  for (void* p : blocks) numaaff::deallocate(p);
 }
 
 // The other side of it: free blocks one CPU left are reused by another, all but the slab the

@@ -1234,7 +1234,8 @@ TEST(WorkDeque, TheOwnerPopsTheNewestAndAThiefStealsTheOldest) {
 
 // The owner's room check reads the thieves' top only when an older reading of it says the ring
 // is full: a stale top must make it read again or grow, never overwrite an item not yet taken.
-// Bursts of exactly a ring's worth, emptied by the thieves alone, meet a stale top each time.
+// Between the owner's pops its top goes stale while the thieves alone empty the deque, so its
+// pushes reach a ring that is full by that top and read it again; larger bursts grow the ring.
 TEST(WorkDeque, EveryItemIsTakenOnceWhileThievesStealAndTheRingGrows) {
   constexpr int items = 200000;
   std::vector<int> values(items);

@@ -256,8 +256,8 @@ inline std::uint32_t blocks_per_slab(int c) noexcept {
 /// slabs per carve slot, and a thread holds a slot of its own from its first central take to
 /// its exit (the lowest free one; beyond carve_slots live threads, slots are shared in turn).
 /// A thread that starts after another exited takes its slot, and with it the free blocks that
-/// thread left (a thread whose exit hook could not be set keeps its slot, and so do, in a
-/// forked child, the parent's other threads: later threads then share slots sooner). Slots by the CPU a thread ran on were tried: two threads that started on one
+/// thread left (a thread whose exit hook could not be set keeps its slot: later threads then
+/// share slots sooner). A forked child holds only its own thread's. Slots by the CPU a thread ran on were tried: two threads that started on one
 /// CPU shared a slot for good (a thread that recycles its own cached blocks never asks again),
 /// and two threads on two CPUs then ran at half speed from start to end, in some processes and
 /// not others. Whole batches of freed blocks (central_list::batches) still go to any thread:
@@ -290,6 +290,11 @@ inline thread_local carve_slot_state this_carve_slot{};
 inline unsigned carve_slot_here() noexcept {
   const unsigned s = this_carve_slot.slot;
   return s != carve_slots ? s : take_carve_slot();
+}
+/// In a forked child, which runs only the thread that forked: the others' slots are free.
+inline void keep_own_carve_slot_only() noexcept {
+  const carve_slot_state& me = this_carve_slot;
+  carve_slots_held.store(me.held ? std::uint32_t{1} << me.slot : 0, std::memory_order_relaxed);
 }
 /// At the calling thread's exit: its slot is free for the next thread. It goes on with a
 /// shared one (a later exit hook may still allocate), never taking a slot again.
@@ -827,7 +832,13 @@ struct arena_table {
   std::vector<spread> spreads;
   std::vector<std::size_t> spread_users;
 
-  arena_table() { ::pthread_atfork([] { instance().lock_all(); }, [] { instance().unlock_all(); }, [] { instance().unlock_all(); }); }
+  arena_table() {
+    ::pthread_atfork([] { instance().lock_all(); }, [] { instance().unlock_all(); },
+                     [] {
+                       instance().unlock_all();
+                       keep_own_carve_slot_only();
+                     });
+  }
   static arena_table& instance() {
     // Never destroyed: blocks may be freed by threads and destructors that run after static
     // destruction has begun, and the registry of large blocks must still answer then.
@@ -1164,6 +1175,8 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
   if (cache_bin_of(node, f, c) < cache_bins) {
     blk = refill_and_take(node, f, c, ec);
   } else {
+    // The exit hook gives back the carve slot central_take may take for this thread.
+    if (tcache.state == thread_cache::fresh) hook_thread_cache();
     std::uint32_t got = 0;
     blk = central_take(node, f, c, 1, got, ec);
   }
