@@ -61,14 +61,20 @@ int first_cpu() {
   return cpus.empty() ? 0 : cpus.front();
 }
 
+/// Pins the calling thread to `cpu`; a failure is reported and the caller goes on, so that no
+/// barrier it takes part in hangs.
+void pin_here(int cpu) {
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(static_cast<std::size_t>(cpu), &one);
+  EXPECT_EQ(sched_setaffinity(0, sizeof one, &one), 0) << "pinning to CPU " << cpu;
+}
+
 /// Runs `f` on a thread of its own pinned to `cpu`, and waits for it.
 template <class F>
 void on_cpu(int cpu, F f) {
   std::thread([&] {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(static_cast<std::size_t>(cpu), &one);
-    EXPECT_EQ(sched_setaffinity(0, sizeof one, &one), 0) << "pinning to CPU " << cpu;  // f runs anyway: no barrier of it hangs
+    pin_here(cpu);
     f();
   }).join();
 }
@@ -375,19 +381,13 @@ TEST(Kind, ThreadsThatStartedOnOneCPUTakeSlabsOfTheirOwnOnTwo) {
     while (arrived.load() < n) std::this_thread::yield();
   };
   std::thread threads[2];
-  auto pin = [](int cpu) {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(static_cast<std::size_t>(cpu), &one);
-    EXPECT_EQ(sched_setaffinity(0, sizeof one, &one), 0) << "pinning to CPU " << cpu;
-  };
   for (int t = 0; t < 2; ++t)
     threads[t] = std::thread([&, t] {
-      pin(a);
+      pin_here(a);
       numaaff::deallocate(numaaff::allocate(k, 48));  // a first block, on CPU a
       wait_for(2);
-      pin(t == 0 ? a : b);  // the same thread, now on a CPU of its own
-      wait_for(4);          // both take their 1 KiB blocks at once
+      pin_here(t == 0 ? a : b);  // the same thread, now on a CPU of its own
+      wait_for(4);               // both take their 1 KiB blocks at once
       std::vector<void*> blocks;
       for (std::size_t i = 0; i < count; ++i) blocks.push_back(numaaff::allocate(k, bytes));
       for (void* p : blocks) slabs[t].insert(slab_start(p));

@@ -257,10 +257,10 @@ inline std::uint32_t blocks_per_slab(int c) noexcept {
 /// its exit (the lowest free one; beyond carve_slots live threads, slots are shared in turn).
 /// A thread that starts after another exited takes its slot, and with it the free blocks that
 /// thread left (a thread whose exit hook could not be set keeps its slot: later threads then
-/// share slots sooner). A forked child holds only its own thread's. Slots by the CPU a thread ran on were tried: two threads that started on one
-/// CPU shared a slot for good (a thread that recycles its own cached blocks never asks again),
-/// and two threads on two CPUs then ran at half speed from start to end, in some processes and
-/// not others. Whole batches of freed blocks (central_list::batches) still go to any thread:
+/// share slots sooner). A forked child holds only its own thread's. Slots by the CPU a thread
+/// ran on were tried: two threads that started on one CPU shared a slot for good (a thread that
+/// recycles its own cached blocks never asks again), and two threads on two CPUs then ran at
+/// half speed from start to end, in some processes and not others. Whole batches of freed blocks (central_list::batches) still go to any thread:
 /// they are what one thread hands to another.
 inline constexpr unsigned carve_slots = 8;
 inline std::atomic<std::uint32_t> carve_slots_held{0};  // a bit per slot a live thread holds
@@ -340,9 +340,9 @@ struct central_list {
   /// whose newest slab is used up), with the rest of that slot's newest slab when it is this
   /// one; nullptr: none. Only a slab none of whose blocks is in use, or one behind the head of
   /// its slot's chain: the head is where that slot's thread takes blocks next, and taking from
-  /// it too would put the two threads' blocks side by side again. So a slot keeps at most one slab
-  /// of free blocks from the others (and the uncarved rest of its newest slab, address space
-  /// only), and free blocks are otherwise reused whoever freed them.
+  /// it too would put the two threads' blocks side by side again. So a slot keeps at most one
+  /// slab of free blocks from the others (and the uncarved rest of its newest slab, address
+  /// space only), and free blocks are otherwise reused whoever freed them.
   slab_header* steal_for(unsigned s, std::size_t first_offset, std::size_t size) noexcept {
     for (unsigned i = 1; i < carve_slots; ++i) {
       slot& other = slots[(s + i) % carve_slots];
