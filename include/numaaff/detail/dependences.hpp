@@ -15,10 +15,15 @@
 // Finishing and leaving are two steps, so that a finishing task does not wait for the thread
 // registering others (the map has one lock, and registration holds it for a whole task): a
 // finishing task marks itself finished under its own small lock, takes its successors, and
-// goes on a lock-free stack of finished tasks; whoever holds the map lock next (the next
-// registration, or a finishing thread that finds it free) takes it out of the segments and
-// hands it back through the tracker's `forget` hook. Until then it stays in its segments'
-// lists, where a registration sees it finished and waits for nothing. A segment that a range
+// goes on a lock-free stack of finished tasks, on a cache line of its own. A registration
+// takes the stack every `drain_every` registrations, a finishing thread every `drain_pushes`
+// pushes if the lock is free (so do segments() and the destructor): it takes the tasks out of
+// the segments and hands them back through the tracker's `forget` hook. Until then a finished
+// task stays in its segments' lists, where a registration sees it finished and waits for
+// nothing. The registering thread is the critical path of a chain or a wavefront, and each
+// line that it and the finishing threads both write crosses CPUs at every task: finishing
+// threads that tried the lock at every push, and a registration that took the stack each
+// time, held a chain at OpenMP's speed and at half of oneTBB's. A segment that a range
 // of a registered task begins in (`heads`) stays until that task has left, even emptied by a
 // later writer, so the range finds it. Commutative updaters are the exception: their running
 // set is under the map lock, so they leave at once, waiting for it.
@@ -406,12 +411,12 @@ class dependence_tracker {
   explicit dependence_tracker(forget_hook forget = nullptr) noexcept : forget_(forget) {}
   dependence_tracker(const dependence_tracker&) = delete;
   dependence_tracker& operator=(const dependence_tracker&) = delete;
-  /// Every task released: the stack is empty then (see unlock()). A forked child may find the
+  /// Every task released: forgets the finished ones the stack still holds. A forked child may find the
   /// lock held by a thread it does not have: it leaves the nodes, as it leaves queued tasks.
   ~dependence_tracker() {
     // The owner waited for every task: their pushes are visible. A group that declared no
-    // accesses, or whose last drain took everything, has nothing to forget.
-    if (finished_.load(std::memory_order_acquire) == nullptr) return;
+    // accesses has nothing to forget.
+    if (finished_.top.load(std::memory_order_acquire) == nullptr) return;
     if (!lock_.try_lock()) return;
     drain();
     lock_.unlock();
@@ -423,19 +428,19 @@ class dependence_tracker {
   bool add(dep_node& n) {
     n.self_overlap = self_overlapping(n);
     lock_.lock();
-    drain();
+    if (++adds_ % drain_every == 0) drain();
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
     try {
 #endif
       prepare(n);  // may throw: nothing linked yet
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
     } catch (...) {
-      unlock();
+      lock_.unlock();
       throw;
     }
 #endif
     for (std::size_t i = 0; i < n.count; ++i) link(n, n.accesses[i]);
-    unlock();
+    lock_.unlock();
     return n.waiting.fetch_sub(1, std::memory_order_acq_rel) == 1;
   }
 
@@ -444,7 +449,9 @@ class dependence_tracker {
    * last to wait for, and each parked commutative updater it frees, is passed to `ready`. A
    * discarded task's successors are marked cancelled first. `n` may be forgotten (the hook
    * called) before this returns, on this thread or another: the caller must not touch it
-   * after the call. Allocates nothing. Waits for the map lock only for a commutative updater.
+   * after the call. It stays the tracker's until it is forgotten: at the next take of the
+   * stack of finished nodes (see drain_every and drain_pushes), segments(), or the
+   * destructor. Allocates nothing. Waits for the map lock only for a commutative updater.
    */
   template <class Ready>
   void release(dep_node& n, bool discarded, Ready&& ready) noexcept {
@@ -460,7 +467,7 @@ class dependence_tracker {
       lock_.lock();
       freed = finish_commutative(n);
       leave_all(n);
-      unlock();
+      lock_.unlock();
     }
     // Successors before the stack: leaving the segments can wait, they need not.
     successors.each([&](dep_node* s) {
@@ -474,26 +481,23 @@ class dependence_tracker {
       freed = next;
     }
     if (commutative) return;  // forgotten above: n is gone
-    dep_node* top = finished_.load(std::memory_order_relaxed);
+    dep_node* top = finished_.top.load(std::memory_order_relaxed);
     do {
       n.finished_link = top;
-    } while (!finished_.compare_exchange_weak(top, &n, std::memory_order_seq_cst, std::memory_order_relaxed));
-    // n is the stack's from here: whoever holds the lock may forget it. The fence orders the
-    // push before the try_lock (see unlock()).
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (lock_.try_lock()) {
-      drain();
-      unlock();
-    }
+    } while (!finished_.top.compare_exchange_weak(top, &n, std::memory_order_release, std::memory_order_relaxed));
+    // n is the stack's from here. Every drain_pushes-th push takes the stack if the lock is
+    // free, so that a tracker nobody registers with any more holds few finished nodes.
+    if ((finished_.pushes.fetch_add(1, std::memory_order_relaxed) + 1) % drain_pushes != 0 || !lock_.try_lock()) return;
+    drain();
+    lock_.unlock();
   }
 
   /// For a ready commutative updater: true if it may run now (it then holds its bytes until
   /// release()); false if another running updater overlaps it (release() of that one passes
   /// it to `ready` later).
   bool acquire(dep_node& n) noexcept {
-    // Plain unlock at the end: once n is parked, another thread may admit and finish it, and
-    // end the group and this tracker, so nothing here may read the tracker after unlocking.
-    // What was pushed meanwhile goes at the next drain.
+    // Nothing here may read the tracker after unlocking: once n is parked, another thread may
+    // admit and finish it, and end the group and this tracker.
     lock_.lock();
     bool admitted = true;
     if (n.holding) {
@@ -514,7 +518,7 @@ class dependence_tracker {
     lock_.lock();
     drain();
     const std::size_t n = map_.size();
-    unlock();
+    lock_.unlock();
     return n;
   }
 
@@ -524,7 +528,7 @@ class dependence_tracker {
 
   /// Under the lock: the finished nodes leave their segments and are forgotten.
   void drain() noexcept {
-    dep_node* n = finished_.exchange(nullptr, std::memory_order_acquire);
+    dep_node* n = finished_.top.exchange(nullptr, std::memory_order_acquire);
     while (n != nullptr) {
       dep_node* next = n->finished_link;
       leave_all(*n);
@@ -536,19 +540,6 @@ class dependence_tracker {
   void leave_all(dep_node& n) noexcept {
     for (std::size_t i = 0; i < n.count; ++i) leave(n, n.accesses[i]);
     if (forget_ != nullptr) forget_(n);
-  }
-
-  /// Releases the lock; then takes back what was pushed while it was held (a thread that
-  /// pushed found the lock taken and left its node to the holder). The fences order each
-  /// push before its try_lock and this unlock before the check, so one of the two sees the
-  /// other: no finished node waits for a later registration to be forgotten.
-  void unlock() noexcept {
-    for (;;) {
-      lock_.unlock();
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (finished_.load(std::memory_order_relaxed) == nullptr || !lock_.try_lock()) return;
-      drain();
-    }
   }
 
   /// Two of n's ranges share a byte: then one segment may hold n for two ranges (room for each
@@ -793,7 +784,19 @@ class dependence_tracker {
 
   forget_hook forget_;
   spin_lock lock_;  // the map, and the commutative lists
-  std::atomic<dep_node*> finished_{nullptr};  // released nodes not yet forgotten
+  /// Registrations between two takes of the stack of finished tasks: what a finished task's
+  /// node may wait to be forgotten, and how often the stack's line comes to the registering CPU.
+  static constexpr std::uint32_t drain_every = 16;
+  /// Pushes between two tries of a finishing thread to take the stack: a tracker that nobody
+  /// registers with any more holds fewer finished nodes than this, once the lock was free.
+  static constexpr std::uint32_t drain_pushes = 64;
+  std::uint32_t adds_ = 0;  // registrations, under the lock
+  // Released nodes not yet forgotten: pushed by finishing threads, off the registration's lines.
+  struct alignas(64) finished_stack {
+    std::atomic<dep_node*> top{nullptr};
+    std::atomic<std::uint32_t> pushes{0};
+  };
+  finished_stack finished_;
   node_pool pool_;  // before map_: it outlives the map's nodes
   map_type map_{map_type::key_compare(), map_type::allocator_type(&pool_)};
   // Where the segments that ranges begin at start, by address: most lookups name a tile
