@@ -1159,7 +1159,9 @@ inline bool take_batch(int node, int f, int c, free_block* (&out)[max_transfer_b
 inline void* cached_block(int node, int f, int c) noexcept {
   thread_cache& t = tcache;
   const std::uint32_t bin = cache_bin_of(node, f, c);
-  if (bin >= cache_bins || t.state != thread_cache::live) return nullptr;
+  // No look at t.state: a cache holds blocks only while live (a fresh one has none yet, and
+  // the exit hook empties every bin as it marks the cache gone).
+  if (bin >= cache_bins) return nullptr;
   thread_cache::bin& b = t.bins[bin];
   free_block* blk = b.head;
   if (blk == nullptr) return nullptr;
@@ -1186,8 +1188,12 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 }
 
 /// Hands a batch of a full bin back to its central list, whole where the list has room for
-/// one more (out of line: once per batch).
-[[gnu::noinline]] inline void spill_bin(thread_cache::bin& b, int node, int f, int c) noexcept {
+/// one more (out of line: once per batch). `h`: the slab of the block just pushed, which says
+/// whose list it is (read here, not by the caller: the compiler must read the header before
+/// the block's stores when they may alias, so a caller that passes its fields reads them at
+/// every free).
+[[gnu::noinline]] inline void spill_bin(thread_cache::bin& b, const slab_header* h) noexcept {
+  const int node = h->node, f = h->family, c = h->size_class;
   const std::uint32_t n = transfer_batch_of(c);
   free_block* give = b.head;
   free_block* last = give;
@@ -1208,10 +1214,10 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 }
 
 /// Puts a checked free block in its bin of the calling thread's cache; the bin stays bounded.
-inline void push_to_bin(thread_cache::bin& b, free_block* blk, int node, int f, int c) noexcept {
+inline void push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header* h, int c) noexcept {
   blk->next = b.head;
   b.head = blk;
-  if (++b.count > bin_limit.of[c]) spill_bin(b, node, f, c);
+  if (++b.count > bin_limit.of[c]) spill_bin(b, h);
 }
 
 /// Says which check a free of `p` (of `bytes`, 0: any) failed, and aborts.
@@ -1229,10 +1235,11 @@ inline void push_to_bin(thread_cache::bin& b, free_block* blk, int node, int f, 
 /// A checked block that the calling thread's cache cannot take: the exit hook is set first,
 /// or the thread's cache is gone, or the node or family is not cached (out of line: each free
 /// of a node above cached_nodes, or of an interleave, fastest or capacity block, comes here).
-[[gnu::noinline]] inline void small_free_slow(free_block* blk, int node, int f, int c) noexcept {
+[[gnu::noinline]] inline void small_free_slow(free_block* blk, const slab_header* h) noexcept {
+  const int node = h->node, f = h->family, c = h->size_class;
   if (tcache.state == thread_cache::fresh) hook_thread_cache();
   if (const std::uint32_t bin = cache_bin_of(node, f, c); bin < cache_bins && tcache.state == thread_cache::live) {
-    push_to_bin(tcache.bins[bin], blk, node, f, c);
+    push_to_bin(tcache.bins[bin], blk, h, c);
     return;
   }
   blk->next = nullptr;
@@ -1256,10 +1263,10 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const std::uint32_t bin = h->cache_bin;
   thread_cache& t = tcache;
   if (bin < cache_bins && t.state == thread_cache::live) {
-    push_to_bin(t.bins[bin], blk, h->node, h->family, c);
+    push_to_bin(t.bins[bin], blk, h, c);
     return;
   }
-  small_free_slow(blk, h->node, h->family, c);
+  small_free_slow(blk, h);
 }
 
 // ---- the entry points used by allocators and resources -----------------------------------
