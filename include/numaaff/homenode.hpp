@@ -62,31 +62,33 @@ inline node_id local_node() {
   return env >= 0 ? env : current_node();
 }
 
-/// Reads the calling thread's node for local_node_cached (out of line: the rare path).
+/// Reads the node of the calling thread's small local blocks again, for local_node_cached (out
+/// of line: the rare path): its homenode where it places memory there, else NUMAAFF_HOMENODE's,
+/// else the node it runs on.
 [[gnu::noinline]] inline node_id refresh_current_node() noexcept {
-  node_id n = -1;
-  try {
-    n = environment_homenode();
-  } catch (...) {
-    return -1;
-  }
+  node_id n = memory_homenode();
   if (n < 0) {
-    std::error_code ec;
-    n = current_node(ec);
-    if (n < 0) return -1;
+    try {
+      n = environment_homenode();
+    } catch (...) {
+      return -1;
+    }
+    if (n < 0) {
+      std::error_code ec;
+      n = current_node(ec);
+      if (n < 0) return -1;
+    }
   }
   thread_home.current = n;
   thread_home.current_uses = current_node_reuse - 1;
   return n;
 }
 
-/// local_node() for the heap's small blocks, without throwing: the current node is read
-/// again every current_node_reuse calls (detail/homenode.hpp says why). -1 when the node
-/// cannot be had without an exception (a bad NUMAAFF_HOMENODE, a failing getcpu): the caller
-/// then takes the path that reports it.
+/// local_node() for the heap's small blocks, without throwing: read again every
+/// current_node_reuse calls, and at once after the homenode changed (detail/homenode.hpp says
+/// why). -1 when the node cannot be had without an exception (a bad NUMAAFF_HOMENODE, a
+/// failing getcpu): the caller then takes the path that reports it.
 inline node_id local_node_cached() noexcept {
-  const int home = memory_homenode();
-  if (home >= 0) return home;
   homenode_state& h = thread_home;
   if (h.current_uses != 0) {
     --h.current_uses;

@@ -727,6 +727,7 @@ void thread_pool::parallel_for(std::size_t first, std::size_t last, F&& f, dynam
         const std::size_t mine = sched_.worker_node_index(ni);
         const detail::homenode_state queued_as = detail::thread_home;
         detail::thread_home.node = node_ids_[mine];
+        detail::forget_current_node();  // its local blocks follow the new homenode
         struct restore {
           detail::homenode_state saved;
           ~restore() { detail::thread_home = saved; }

@@ -14,9 +14,12 @@ namespace numaaff::detail {
 struct homenode_state {
   int node = -1;
   bool kernel = true;  ///< node is a kernel node number, not a logical node of another topology
-  /// The node the thread ran on when last asked, for the heap's small blocks of the local
-  /// kind: a getcpu costs more than a whole small allocation, so it is asked again only after
-  /// `current_uses` more of them, or at once after numaaff pins the thread (pin_to_mask).
+  /// Where the heap's small blocks of the local kind go, as last read (local_node_cached): the
+  /// homenode where the thread places memory there, else the node it ran on. A getcpu costs
+  /// more than a whole small allocation, so it is read again only after `current_uses` more of
+  /// them, or at once after numaaff pins the thread (pin_to_mask) or the homenode changes: a
+  /// new homenode_state starts with none, and code that changes `node` or `kernel` alone calls
+  /// forget_current_node().
   int current = -1;
   unsigned current_uses = 0;
 };
