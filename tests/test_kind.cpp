@@ -234,6 +234,47 @@ TEST(KindDeath, ADoubleFreeAForeignPointerAndAnInnerPointerAbort) {
       "freed block");
 }
 
+// A free looks the slab table up only when its block is not in the slab the thread's last
+// free found there: a free right after another in the same slab still gets every check.
+TEST(Kind, AFreeRightAfterAnotherOfTheSameSlabIsCheckedAsFully) {
+  const auto two_of_one_slab = [](void*& a, void*& b) {
+    a = numaaff::allocate(kind::local(), 64);
+    for (;;) {
+      b = numaaff::allocate(kind::local(), 64);
+      if ((reinterpret_cast<std::uintptr_t>(a) ^ reinterpret_cast<std::uintptr_t>(b)) < 256 * 1024) return;
+    }
+  };
+  EXPECT_DEATH(
+      {
+        void* a = nullptr;
+        void* b = nullptr;
+        two_of_one_slab(a, b);
+        numaaff::deallocate(a);
+        numaaff::deallocate(static_cast<char*>(b) + 16);
+      },
+      "inside a block");
+  EXPECT_DEATH(
+      {
+        void* a = nullptr;
+        void* b = nullptr;
+        two_of_one_slab(a, b);
+        numaaff::deallocate(b);
+        numaaff::deallocate(a);
+        numaaff::deallocate(b);
+      },
+      "double free");
+  EXPECT_DEATH(
+      {
+        void* a = nullptr;
+        void* b = nullptr;
+        two_of_one_slab(a, b);
+        numaaff::deallocate(a);
+        static int elsewhere = 0;
+        numaaff::deallocate(&elsewhere);
+      },
+      "did not allocate");
+}
+
 TEST(Kind, TheAllocatorAndTheResourceFormsUseTheHeap) {
   std::vector<int, numaaff::kind_allocator<int>> v{numaaff::kind_allocator<int>(kind::interleave())};
   for (int i = 0; i < 100000; ++i) v.push_back(i);

@@ -20,8 +20,9 @@
 // it again. One such slab per list is kept as it is, so that a list that empties and refills a
 // slab does not fault its pages in again each time, and so is each slot's slab being carved.
 //
-// A free is checked before it touches any list: a table of every slab (two loads) and a
-// registry of every large mapping say whether the pointer is the start of a block of ours,
+// A free is checked before it touches any list: a table of every slab (two loads, skipped for
+// a block of the slab the thread's last free found there) and a registry of every large
+// mapping say whether the pointer is the start of a block of ours,
 // and a freed small block carries a mark (its address mixed with a constant) that a second
 // free of it finds. A double free, a foreign pointer, a pointer inside a block, or a size
 // that does not fit the block aborts with a message, as glibc's malloc does: going on would
@@ -219,6 +220,20 @@ class slab_table {
   std::atomic<std::atomic<std::uint8_t>*> leaves_[leaf_count] = {};
 };
 inline slab_table slabs;  // constant-initialised: usable before any constructor runs
+
+/// The slab that a free on this thread last found in the table (1: none yet, never a slab's
+/// start). A slab is never unmapped and the table never forgets one, so a block of the same
+/// slab needs no lookup: frees come in runs from one slab.
+inline thread_local std::uintptr_t last_slab_freed = 1;
+
+/// slabs.holds(p) for a free: the lookup only when p is not in the slab last found.
+inline bool freeing_slab_block(const void* p) noexcept {
+  const std::uintptr_t slab = reinterpret_cast<std::uintptr_t>(p) & ~std::uintptr_t{slab_size - 1};
+  if (slab == last_slab_freed) return true;
+  if (!slabs.holds(p)) return false;
+  last_slab_freed = slab;
+  return true;
+}
 struct slab_header {
   std::uint32_t magic;
   int node;
@@ -1530,7 +1545,7 @@ inline void* numa_allocate(std::size_t bytes, std::size_t align, int node, const
 inline void numa_deallocate(void* p, std::size_t bytes, std::size_t /*align*/, const placement_options& /*o*/) noexcept {
   if (p == nullptr) return;
   if (bytes == 0) bytes = 1;
-  if (slabs.holds(p)) return small_deallocate(p, bytes);
+  if (freeing_slab_block(p)) return small_deallocate(p, bytes);
   free_large(p, bytes);
 }
 
@@ -1538,7 +1553,7 @@ inline void numa_deallocate(void* p, std::size_t bytes, std::size_t /*align*/, c
 /// the registry knows it. The same checks as numa_deallocate, less the size's.
 inline void numa_free(void* p) noexcept {
   if (p == nullptr) return;
-  if (slabs.holds(p)) return small_deallocate(p, 0);
+  if (freeing_slab_block(p)) return small_deallocate(p, 0);
   free_large(p, 0);
 }
 
