@@ -29,6 +29,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 using numaaff::kind;
@@ -237,39 +238,34 @@ TEST(KindDeath, ADoubleFreeAForeignPointerAndAnInnerPointerAbort) {
 // A free looks the slab table up only when its block is not in the slab the thread's last
 // free found there: a free right after another in the same slab still gets every check.
 TEST(Kind, AFreeRightAfterAnotherOfTheSameSlabIsCheckedAsFully) {
-  const auto two_of_one_slab = [](void*& a, void*& b) {
-    a = numaaff::allocate(kind::local(), 64);
+  // Two live 64 B blocks of one slab.
+  const auto two_of_one_slab = [] {
+    void* a = numaaff::allocate(kind::local(), 64);
     for (;;) {
-      b = numaaff::allocate(kind::local(), 64);
-      if ((reinterpret_cast<std::uintptr_t>(a) ^ reinterpret_cast<std::uintptr_t>(b)) < 256 * 1024) return;
+      void* b = numaaff::allocate(kind::local(), 64);
+      if ((reinterpret_cast<std::uintptr_t>(a) ^ reinterpret_cast<std::uintptr_t>(b)) < 256 * 1024)
+        return std::pair<void*, void*>{a, b};
     }
   };
+  static int elsewhere = 0;
   EXPECT_DEATH(
       {
-        void* a = nullptr;
-        void* b = nullptr;
-        two_of_one_slab(a, b);
-        numaaff::deallocate(a);
-        numaaff::deallocate(static_cast<char*>(b) + 16);
+        const auto blocks = two_of_one_slab();
+        numaaff::deallocate(blocks.first);
+        numaaff::deallocate(static_cast<char*>(blocks.second) + 16);
       },
       "inside a block");
   EXPECT_DEATH(
       {
-        void* a = nullptr;
-        void* b = nullptr;
-        two_of_one_slab(a, b);
-        numaaff::deallocate(b);
-        numaaff::deallocate(a);
-        numaaff::deallocate(b);
+        const auto blocks = two_of_one_slab();
+        numaaff::deallocate(blocks.second);
+        numaaff::deallocate(blocks.first);
+        numaaff::deallocate(blocks.second);
       },
       "double free");
   EXPECT_DEATH(
       {
-        void* a = nullptr;
-        void* b = nullptr;
-        two_of_one_slab(a, b);
-        numaaff::deallocate(a);
-        static int elsewhere = 0;
+        numaaff::deallocate(two_of_one_slab().first);
         numaaff::deallocate(&elsewhere);
       },
       "did not allocate");
