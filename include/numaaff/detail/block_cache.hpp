@@ -39,7 +39,11 @@ class block_cache {
   static void deallocate(void* p) noexcept {
     node* n = static_cast<node*>(p) - 1;
     block_cache* owner = n->owner;
-    if (owner == &mine()) {
+    // After this thread's handle has gone (a static pool or group that ends at exit runs after
+    // the main thread's thread_local destructors: the tasks its tracker forgets are freed
+    // then), its cache is back in the registry for another thread to take: the block goes
+    // back as another thread's would.
+    if (!handle_gone && owner == &mine()) {
       n->next = owner->private_;
       owner->private_ = n;
       return;
@@ -89,11 +93,14 @@ class block_cache {
     handle(const handle&) = delete;
     handle& operator=(const handle&) = delete;
     ~handle() {
+      handle_gone = true;
       registry& r = caches();
       std::lock_guard<std::mutex> g(r.lock);
       r.idle.push_back(cache);
     }
   };
+  // Trivially destructible: still readable after the thread's thread_local destructors ran.
+  static inline thread_local bool handle_gone = false;
 
   static block_cache& mine() {
     static thread_local handle h;

@@ -204,8 +204,9 @@ class task_list {
 
 /// A task's place in the dependence graph (embedded in the task; see dataflow.hpp). It must
 /// stay alive, and not be added again, from add() until the tracker forgets it: its hook is
-/// called then; without a hook, once release() has returned on every thread (the stack of
-/// finished nodes is then empty).
+/// called then. A released node may wait on the stack of finished nodes for the next take
+/// (dependence_tracker::release): without a hook, it must outlive the tracker, or a call of
+/// segments() after its release.
 struct dep_node {
   /// Predecessors not yet finished, plus one while the task is being registered.
   std::atomic<std::size_t> waiting{1};
@@ -788,7 +789,9 @@ class dependence_tracker {
   /// node may wait to be forgotten, and how often the stack's line comes to the registering CPU.
   static constexpr std::uint32_t drain_every = 16;
   /// Pushes between two tries of a finishing thread to take the stack: a tracker that nobody
-  /// registers with any more holds fewer finished nodes than this, once the lock was free.
+  /// registers with any more holds fewer finished nodes than this once the last try found the
+  /// lock free (a try that comes while a registration or a commutative updater holds it
+  /// leaves the stack to the next try, or to the next take).
   static constexpr std::uint32_t drain_pushes = 64;
   std::uint32_t adds_ = 0;  // registrations, under the lock
   // Released nodes not yet forgotten: pushed by finishing threads, off the registration's lines.
