@@ -252,6 +252,69 @@ TEST(DataflowOrder, AChainOfOverlappingWritesRunsInOrder) {
     }
 }
 
+// Once all of a chain is registered behind its first task, each task runs, unqueued, on the
+// thread that ran the one before (task bypass): nothing may steal it, and a chain longer
+// than a stack can hold frames for runs in a loop, not a call per task.
+TEST(DataflowOrder, ARegisteredChainRunsOnTheThreadOfItsFirstTask) {
+  hang_guard guard(120s, "a chain of 200,000 tasks");
+  thread_pool_options o = workers(2);
+  o.nodes = {numaaff::current_node()};  // bypass keeps a task on its homenode's threads
+  thread_pool pool(o);
+  constexpr std::size_t tasks = 200000;
+  std::vector<std::thread::id> ran_on(tasks);
+  long value = 0;
+  gate registered;
+  task_group g(pool);
+  g.run({inout(&value, 1)}, [&] {
+    registered.pass();
+    ran_on[0] = std::this_thread::get_id();
+  });
+  for (std::size_t i = 1; i < tasks; ++i)
+    g.run({inout(&value, 1)}, [&, i] {
+      ran_on[i] = std::this_thread::get_id();
+      ++value;
+    });
+  registered.open();
+  g.wait();
+  EXPECT_EQ(value, static_cast<long>(tasks - 1));
+  std::size_t elsewhere = 0;
+  for (std::size_t i = 1; i < tasks; ++i) elsewhere += ran_on[i] != ran_on[0] ? 1u : 0u;
+  EXPECT_EQ(elsewhere, 0u) << "tasks of the chain that ran on another thread than its first";
+}
+
+// A ready task that a thread outside the pool registers may be held back while that thread
+// registers more: it still starts with no wait() (once the thread registers nothing for a
+// while), and a pool-wide wait() starts it too.
+TEST(DataflowProgress, AReadyTaskStartsWithoutAWait) {
+  thread_pool pool(workers(2));
+  int value = 0;
+  std::atomic<bool> ran{false};
+  task_group g(pool);
+  g.run({out(&value, sizeof value)}, [&] {
+    value = 1;
+    ran.store(true);
+  });
+  EXPECT_TRUE(await_flag(ran)) << "a held task did not start within 20 s without a wait";
+  g.wait();
+  EXPECT_EQ(value, 1);
+}
+
+TEST(DataflowProgress, APoolWideWaitStartsHeldTasks) {
+  hang_guard guard(60s, "thread_pool::wait with held dataflow tasks");
+  thread_pool pool(workers(2));
+  std::vector<int> tiles(64);
+  std::atomic<int> ran{0};
+  task_group g(pool);
+  for (int& t : tiles)
+    g.run({inout(&t, sizeof t)}, [&ran, &t] {
+      t = 1;
+      ran.fetch_add(1);
+    });
+  pool.wait();
+  EXPECT_EQ(ran.load(), 64);
+  g.wait();
+}
+
 // Nesting: children are ordered inside their own group; the parent's siblings are not.
 TEST(DataflowOrder, ChildrenAreOrderedInTheirOwnGroupOnly) {
   thread_pool pool(workers(2));

@@ -29,6 +29,12 @@
  * the readers after it. Like any task it may be stolen after the steal delay, keeping its
  * homenode. A task that throws still releases its dependents (they run); the first exception
  * is rethrown by wait(). A task that never runs (cancel()) discards its dependents too.
+ * A task that another one made ready runs next on the thread that ran that one, unqueued,
+ * when its homenode is that thread's (a chain runs on one thread, as in oneTBB). A task that
+ * is ready when a thread outside the pool runs it may be held back while that thread runs
+ * more (up to 32): it starts when the group's wait() or thread_pool::wait() begins, or once
+ * that thread has run nothing for about four spin times (thread_pool_options::spin, at least
+ * 50 us); a worker's chasing each task as it is registered costs more than the delay.
  *
  * @code{.cpp}
  * numaaff::task_group g(pool);
@@ -95,8 +101,11 @@ inline flow_ranges to_ranges(const data_access* a, std::size_t n) {
 class task_group {
  public:
   explicit task_group(thread_pool& pool) noexcept
-      : flow_(detail::scheduler_of(pool), nullptr), scope_(detail::scheduler_of(pool)) {
+      : flow_(detail::scheduler_of(pool), nullptr, true), scope_(detail::scheduler_of(pool)) {
     flow_.set_group(&scope_.state());
+  }
+  ~task_group() {
+    if (!scope_.sched().forked()) flow_.flush();  // then scope_ waits
   }
   task_group(const task_group&) = delete;
   task_group& operator=(const task_group&) = delete;
@@ -157,6 +166,7 @@ class task_group {
   /// empty and may be reused.
   void wait() {
     scope_.sched().check_process("task_group::wait");
+    flow_.flush();
     scope_.wait("task_group::wait: tasks discarded by cancel()");
   }
 

@@ -305,7 +305,7 @@ class thread_pool {
    * discarded are not reported here (the caller of cancel() learnt their number): submit()'s
    * futures and task_groups report their own. Meanwhile the caller runs the tasks it posted
    * itself where a task_group's wait would (a thread outside a one-node pool on that node);
-   * elsewhere it sleeps.
+   * elsewhere it sleeps. Dataflow tasks that a thread holds back (task_group.hpp) start first.
    * @throws std::invalid_argument from a task of this pool, also one its caller runs while it
    * waits (it would wait for itself).
    */

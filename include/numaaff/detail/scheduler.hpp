@@ -191,6 +191,41 @@ class scheduler;
 
 /// A scheduler whose task an outside thread runs while it waits (help_until_done), on the
 /// thread's stack; `outer` the one it was helping when it started (nested pools).
+/**
+ * Ready tasks that a thread outside the pool holds back while it goes on submitting (a
+ * task_group's dataflow tasks: dataflow.hpp says why), listed with the scheduler while it
+ * holds any. The holder's wait queues them. So that a held task starts even if its holder
+ * never waits, idle workers look at the list every hold period and start the tasks of a
+ * holder that submitted nothing for a whole period.
+ */
+class held_work {
+ public:
+  /// Tasks held at most: a full holder queues them all.
+  static constexpr std::size_t capacity = 32;
+  /// Queues tasks that the scheduler's hold(), take_held() or release_held() took out (they
+  /// are counted in their group, which therefore keeps this object alive until they end).
+  virtual void start_held(pool_task** tasks, std::size_t n) noexcept = 0;
+  /// Some task is held (a hint for the holder's own thread: others may take them meanwhile).
+  bool holds_any() const noexcept { return count_.load(std::memory_order_relaxed) != 0; }
+  /// The holder submitted something (the idle workers' sign that it is still busy).
+  void note_activity() noexcept { activity_.store(activity_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
+
+ protected:
+  held_work() = default;
+  ~held_work() = default;
+
+ private:
+  friend class scheduler;
+  // Under the scheduler's held_lock_; listed there exactly while count_ != 0.
+  pool_task* tasks_[capacity];
+  std::atomic<std::size_t> count_{0};
+  held_work* next_ = nullptr;
+  held_work* prev_ = nullptr;
+  std::atomic<std::uint64_t> activity_{0};  // a racing lost update still changes it
+  std::uint64_t activity_seen_ = 0;  // under held_lock_: activity_ when a worker last looked,
+  std::uint64_t seen_at_ = 0;        // and when (0: not yet)
+};
+
 struct help_frame {
   const scheduler* sched;
   const help_frame* outer;
@@ -302,8 +337,30 @@ class scheduler final : public counter_source {
   /// Runs tasks (a worker: of its node; an outside thread: its own submissions, where
   /// config.outside_threads_help) until `g` has nothing outstanding.
   void help_until_done(group_state& g);
-  /// Sleeps until every task, and every group's, has finished (the pool-wide wait).
-  void wait_all() { help_until_done(done_.all()); }
+  /// Sleeps until every task, and every group's, has finished (the pool-wide wait). Tasks
+  /// held back by any thread are queued first.
+  void wait_all() {
+    while (release_held()) {
+    }
+    help_until_done(done_.all());
+  }
+  /// Holds ready task `t` (counted in its group) in `w`, listing `w` for idle workers (see
+  /// held_work; the first hold wakes a sleeper unless a worker spins, so one looks). A full
+  /// `w` gives them all back instead, in `out`, for the caller to start. @return how many.
+  std::size_t hold(held_work& w, pool_task* t, pool_task** out) noexcept;
+  /// Takes every task `w` holds into `out` (held_work::capacity of room). @return how many.
+  std::size_t take_held(held_work& w, pool_task** out) noexcept;
+  /// Starts the tasks of one listed held_work; `idle_only`: only of one whose holder did
+  /// nothing for a hold period. @return false if none was started.
+  bool release_held(bool idle_only = false) noexcept;
+  /// How often idle workers look at the held tasks while some are held: four spin times, at
+  /// least 50 us (a pool that does not spin must not poll either).
+  std::uint64_t hold_period_ns() const noexcept { return std::max<std::uint64_t>(4 * spin_ns(), 50000); }
+  /// Inside a task this thread runs: true if `t` (ready, counted) is to run next on this
+  /// thread, unqueued, once the task that made it ready has ended (oneTBB's task bypass: a
+  /// chain then runs on one thread, without a cache line crossing CPUs per task). Only one,
+  /// only of this thread's node, never a bound task.
+  bool try_bypass(pool_task* t) noexcept;
   /// Discards every task that has not started. @return how many.
   std::size_t cancel();
   /// How many cancel() calls have begun: a dataflow task registered before one is discarded
@@ -382,6 +439,8 @@ class scheduler final : public counter_source {
   /// One task from node `n`'s queues; a worker of the node (`into`) takes a batch into its deque.
   pool_task* take_from_queues(pool_node& n, bool include_bound, pool_worker* into);
   void run_task(pool_task* t, pool_worker* self) noexcept;
+  /// Under held_lock_: take_held's work.
+  std::size_t take_locked(held_work& w, pool_task** out) noexcept;
   void worker_main(pool_worker& w);
   void add_counters(std::uint64_t* rows, std::uint64_t* steals, std::size_t slots, const std::vector<int>& slot_of,
                     std::uint64_t now) const noexcept override;
@@ -393,6 +452,10 @@ class scheduler final : public counter_source {
     for (std::size_t ni = 0; ni < c.plan.node_count(); ++ni) n += c.worker_cpus[ni].size();
     return n;
   }
+
+  /// Where a task run by this thread's innermost run_task keeps the task to run next (nullptr
+  /// outside run_task).
+  static inline thread_local pool_task** bypass_next = nullptr;
 
   scheduler_config config_;
   std::vector<std::unique_ptr<pool_node>> nodes_;
@@ -407,6 +470,10 @@ class scheduler final : public counter_source {
   std::atomic<std::size_t> round_robin_{0};
   std::atomic<std::uint64_t> cancels_{0};
   bool bound_ = false;
+  // Threads holding ready tasks (hold()): read by idle workers, written once per batch held.
+  alignas(64) spin_lock held_lock_;
+  held_work* held_ = nullptr;
+  std::atomic<int> holders_{0};
 };
 
 /**
@@ -658,6 +725,85 @@ inline void scheduler::enqueue(pool_task* t) {
 #endif
 }
 
+inline bool scheduler::try_bypass(pool_task* t) noexcept {
+  if (bypass_next == nullptr || *bypass_next != nullptr || t->bound) return false;
+  const pool_worker* self = own_worker();
+  // An outside thread runs tasks only of a one-node pool (help_until_done): node index 0.
+  if (index_of(t->home) != (self != nullptr ? self->node_index : 0)) return false;
+  if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_add(1, std::memory_order_acq_rel);
+  *bypass_next = t;
+  return true;
+}
+
+inline std::size_t scheduler::hold(held_work& w, pool_task* t, pool_task** out) noexcept {
+  bool first = false;
+  std::size_t n = 0;
+  {
+    std::lock_guard<spin_lock> g(held_lock_);
+    std::size_t count = w.count_.load(std::memory_order_relaxed);
+    if (count == 0) {  // listed from here
+      first = true;
+      w.prev_ = nullptr;
+      w.next_ = held_;
+      if (held_ != nullptr) held_->prev_ = &w;
+      held_ = &w;
+      w.seen_at_ = 0;
+      holders_.fetch_add(1, std::memory_order_seq_cst);
+    }
+    w.tasks_[count++] = t;
+    w.count_.store(count, std::memory_order_relaxed);
+    if (count == held_work::capacity) {
+      n = take_locked(w, out);
+      first = false;
+    }
+  }
+  if (first)
+    for (auto& node : nodes_)
+      if (node->spinning.load(std::memory_order_seq_cst) > 0 || node->sleep.notify_one()) break;
+  return n;
+}
+
+inline std::size_t scheduler::take_locked(held_work& w, pool_task** out) noexcept {
+  const std::size_t n = w.count_.load(std::memory_order_relaxed);
+  if (n == 0) return 0;
+  std::copy(w.tasks_, w.tasks_ + n, out);
+  w.count_.store(0, std::memory_order_relaxed);
+  (w.prev_ != nullptr ? w.prev_->next_ : held_) = w.next_;
+  if (w.next_ != nullptr) w.next_->prev_ = w.prev_;
+  w.next_ = w.prev_ = nullptr;
+  holders_.fetch_sub(1, std::memory_order_relaxed);
+  return n;
+}
+
+inline std::size_t scheduler::take_held(held_work& w, pool_task** out) noexcept {
+  std::lock_guard<spin_lock> g(held_lock_);
+  return take_locked(w, out);
+}
+
+inline bool scheduler::release_held(bool idle_only) noexcept {
+  if (holders_.load(std::memory_order_seq_cst) == 0) return false;
+  pool_task* tasks[held_work::capacity];
+  held_work* w = nullptr;
+  std::size_t n = 0;
+  {
+    const std::uint64_t now = idle_only ? monotonic_ns() : 0;
+    std::lock_guard<spin_lock> g(held_lock_);
+    for (w = held_; w != nullptr; w = w->next_) {
+      const std::uint64_t a = w->activity_.load(std::memory_order_relaxed);
+      if (!idle_only || (w->seen_at_ != 0 && a == w->activity_seen_ && now - w->seen_at_ >= hold_period_ns())) break;
+      if (w->seen_at_ == 0 || a != w->activity_seen_) {
+        w->activity_seen_ = a;
+        w->seen_at_ = now;
+      }
+    }
+    if (w == nullptr) return false;
+    n = take_locked(*w, tasks);
+  }
+  // Taken out, `w` may go once these tasks end, not before (its group waits for them).
+  w->start_held(tasks, n);
+  return true;
+}
+
 inline void scheduler::queue(pool_task* t) {
   const std::size_t ni = index_of(t->home);
   const bool bound = t->bound;  // read before queueing: a worker may run and free `t` at once
@@ -862,6 +1008,8 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
 }
 
 inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
+  // A loop, not a call per task: a chain run by bypass may be millions of tasks long.
+  for (;;) {
   // Nested runs (a waiting task helping) must leave the outer task's worker busy. `busy` only
   // steers thieves (has_idle_workers), it orders nothing: release stores, not the full fence
   // a seq_cst store costs on every task. The clearing store is before the group's count
@@ -903,12 +1051,19 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
   // An outside helper's run counts before the finish (a waiter may read the counts then).
   if (self == nullptr) nodes_[index_of(t->home)]->helped.fetch_add(1, std::memory_order_relaxed);
+  pool_task* next = nullptr;
+  pool_task** const outer = bypass_next;
+  bypass_next = &next;
   t->dispose();
+  bypass_next = outer;
   if (self != nullptr) {
     self->busy.store(was_busy, std::memory_order_release);
     self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  done_.finish(g, counts_index(self));
+  done_.finish(g, counts_index(self));  // `next` is counted in its group: the group stays
+  if (next == nullptr) return;
+  t = next;
+  }
 }
 
 inline void scheduler::worker_main(pool_worker& w) {
@@ -952,6 +1107,12 @@ inline void scheduler::worker_main(pool_worker& w) {
         }
       }
       while (t == nullptr) {
+        // Tasks an outside thread holds back while it submits more (held_work): started here
+        // once it has submitted nothing for a hold period.
+        if (holders_.load(std::memory_order_seq_cst) > 0 && release_held(true)) {
+          deadline = UINT64_MAX;
+          if ((t = find_task(w, idle_since, deadline)) != nullptr) break;
+        }
         const std::uint32_t key = n.sleep.prepare_wait();
         deadline = UINT64_MAX;
         if ((t = find_task(w, idle_since, deadline)) != nullptr) {
@@ -965,8 +1126,10 @@ inline void scheduler::worker_main(pool_worker& w) {
         w.sleeps.fetch_add(1, std::memory_order_relaxed);
         const std::uint64_t now = monotonic_ns();
         const bool timed = deadline != UINT64_MAX;
-        n.sleep.commit_wait(key, timed ? std::chrono::nanoseconds(deadline > now ? deadline - now : 0)
-                                       : std::chrono::nanoseconds(-1));
+        std::uint64_t wake_at = deadline;
+        if (holders_.load(std::memory_order_seq_cst) > 0) wake_at = std::min(wake_at, now + hold_period_ns());
+        n.sleep.commit_wait(key, wake_at != UINT64_MAX ? std::chrono::nanoseconds(wake_at > now ? wake_at - now : 0)
+                                                      : std::chrono::nanoseconds(-1));
         // After sleeping with nothing in sight, the remote-steal clock starts again: work that
         // appeared meanwhile is offered to its own node's workers first.
         if (!timed) idle_since = monotonic_ns();
