@@ -58,6 +58,7 @@ class flow_state;
 /// The part of a dataflow task that does not depend on its callable.
 struct flow_base : pool_task, dep_node {
   flow_base(flow_ranges r, flow_state& o) noexcept : ranges(std::move(r)), owner(&o) {
+    bypasses = true;
     accesses = ranges.data();
     count = ranges.size();
     for (std::size_t i = 0; i < count; ++i) commutative = commutative || accesses[i].mode == dep_mode::commute;
@@ -76,6 +77,7 @@ struct flow_base : pool_task, dep_node {
   flow_ranges ranges;
   flow_state* owner;
   bool ran = false;               // execute() was entered (a throw counts as ran)
+  bool placed = false;            // placed when held (by the registering thread): start() keeps it
   std::uint32_t untouched = 0;    // ranges (the first 32) the directory knew no node for
   std::uint64_t placed_epoch = 0;  // migration_epoch when it was placed
   std::uint64_t cancel_mark = 0;   // the scheduler's cancel generation when it was run
@@ -147,8 +149,10 @@ class flow_state final : held_work {
     }
 #endif
     if (!ready) return;
-    if (!hold_ || sched_.is_own_worker()) return on_ready(t);
-    // Held back: see hold_.
+    if (!hold_ || sched_.in_own_task()) return on_ready(t);
+    // Held back (see hold_), placed now: the node policy reads the registering thread's homenode.
+    place(*t);
+    t->placed = true;
     pool_task* out[held_work::capacity];
     start_held(out, sched_.hold(*this, t, out));
   }
@@ -190,7 +194,7 @@ class flow_state final : held_work {
   void start(flow_base& t) noexcept {
     if (t.cancelled.load(std::memory_order_relaxed) || t.cancel_mark != sched_.cancel_generation()) return discard(t);
     if (t.commutative && !tracker_.acquire(t)) return;  // an overlapping update runs: it passes t on
-    place(t);
+    if (!t.placed) place(t);
     if (sched_.try_bypass(&t)) return;
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
     try {
@@ -276,8 +280,8 @@ class flow_state final : held_work {
   scheduler& sched_;
   group_state* group_;
   dependence_tracker tracker_{&flow_base::forget};
-  /// A task ready at registration on a thread outside the pool is held (scheduler::hold)
-  /// until a wait, until idle workers see that thread register nothing for a hold period, or
+  /// A task ready at registration on a thread outside the pool (not running one of its tasks)
+  /// is held (scheduler::hold) until a wait, until idle workers find it due (held_work), or
   /// until held_work::capacity are held. Queued at once, the first task of a chain had a worker
   /// run it and then chase the registration, each next task ready the moment it was
   /// registered: lines crossed CPUs at every task, and 10,000 registrations took 5.6 ms
@@ -286,7 +290,13 @@ class flow_state final : held_work {
 };
 
 inline void flow_base::dispose() noexcept {
-  drop_callable();
+  {
+    // The callable's destructor is the program's code: nothing it makes ready runs next here.
+    bypass_frame* const frame = bypass_at;
+    bypass_at = nullptr;
+    drop_callable();
+    bypass_at = frame;
+  }
   owner->tracker_.release(*this, !ran, [](dep_node* n) { flow_state::on_ready(n); });
 }
 

@@ -58,6 +58,7 @@ struct pool_task {
   virtual void dispose() noexcept { delete this; }
   int home = -1;
   bool bound = false;  // runs on its homenode's workers only
+  bool bypasses = false;  // its dispose() releases successors that may run next (bypass_frame)
   bool timed = false;  // placed by its data: its run time sets its node's steal delay (task_ns)
   group_state* group = nullptr;
 
@@ -189,14 +190,13 @@ inline const unsigned fork_counter_ready = fork_count();
 
 class scheduler;
 
-/// A scheduler whose task an outside thread runs while it waits (help_until_done), on the
-/// thread's stack; `outer` the one it was helping when it started (nested pools).
 /**
  * Ready tasks that a thread outside the pool holds back while it goes on submitting (a
  * task_group's dataflow tasks: dataflow.hpp says why), listed with the scheduler while it
  * holds any. The holder's wait queues them. So that a held task starts even if its holder
- * never waits, idle workers look at the list every hold period and start the tasks of a
- * holder that submitted nothing for a whole period.
+ * never waits, idle workers (spinning or in timed sleeps while anything is held; the first
+ * hold wakes a sleeper) start the tasks of a holder that submitted nothing for a hold period,
+ * or that has held them for ten.
  */
 class held_work {
  public:
@@ -224,8 +224,21 @@ class held_work {
   std::atomic<std::uint64_t> activity_{0};  // a racing lost update still changes it
   std::uint64_t activity_seen_ = 0;  // under held_lock_: activity_ when a worker last looked,
   std::uint64_t seen_at_ = 0;        // and when (0: not yet)
+  std::uint64_t held_at_ = 0;        // under held_lock_: when it was listed
 };
 
+/// Where the thread that runs a dataflow task keeps the task its release makes ready to run
+/// next (scheduler::try_bypass), while the task's tracker releases its successors and only
+/// then: `only` (null: any) is the group a helping waiter waits for.
+struct bypass_frame {
+  const scheduler* sched;
+  const group_state* only;
+  pool_task* next = nullptr;
+};
+inline thread_local bypass_frame* bypass_at = nullptr;
+
+/// A scheduler whose task an outside thread runs while it waits (help_until_done), on the
+/// thread's stack; `outer` the one it was helping when it started (nested pools).
 struct help_frame {
   const scheduler* sched;
   const help_frame* outer;
@@ -345,21 +358,25 @@ class scheduler final : public counter_source {
     help_until_done(done_.all());
   }
   /// Holds ready task `t` (counted in its group) in `w`, listing `w` for idle workers (see
-  /// held_work; the first hold wakes a sleeper unless a worker spins, so one looks). A full
-  /// `w` gives them all back instead, in `out`, for the caller to start. @return how many.
+  /// held_work). A full `w` gives them all back instead, in `out`, for the caller to start.
+  /// @return how many.
   std::size_t hold(held_work& w, pool_task* t, pool_task** out) noexcept;
   /// Takes every task `w` holds into `out` (held_work::capacity of room). @return how many.
   std::size_t take_held(held_work& w, pool_task** out) noexcept;
-  /// Starts the tasks of one listed held_work; `idle_only`: only of one whose holder did
-  /// nothing for a hold period. @return false if none was started.
-  bool release_held(bool idle_only = false) noexcept;
-  /// How often idle workers look at the held tasks while some are held: four spin times, at
-  /// least 50 us (a pool that does not spin must not poll either).
-  std::uint64_t hold_period_ns() const noexcept { return std::max<std::uint64_t>(4 * spin_ns(), 50000); }
-  /// Inside a task this thread runs: true if `t` (ready, counted) is to run next on this
-  /// thread, unqueued, once the task that made it ready has ended (oneTBB's task bypass: a
-  /// chain then runs on one thread, without a cache line crossing CPUs per task). Only one,
-  /// only of this thread's node, never a bound task.
+  /// Starts the tasks of one listed held_work; `due_only`: only of one whose holder did
+  /// nothing for a hold period, or has held them for ten. @return false if none was started.
+  bool release_held(bool due_only = false) noexcept;
+  /// How often idle workers look at held tasks while some are held: four spin times, within
+  /// 50 us (a pool that does not spin must not poll either) and 1 ms.
+  std::uint64_t hold_period_ns() const noexcept {
+    const std::uint64_t spin = spin_ns();
+    return spin >= 250000 ? 1000000 : std::max<std::uint64_t>(4 * spin, 50000);
+  }
+  /// While this thread's tracker releases the successors of a dataflow task it ran: true if
+  /// `t` (ready, counted) is to run next on this thread, unqueued, once that task has ended
+  /// (oneTBB's task bypass: a chain then runs on one thread, without a cache line crossing
+  /// CPUs per task). One per task, of this scheduler, of this thread's node, never a bound
+  /// task; a helping waiter takes only tasks of the group it waits for.
   bool try_bypass(pool_task* t) noexcept;
   /// Discards every task that has not started. @return how many.
   std::size_t cancel();
@@ -438,7 +455,8 @@ class scheduler final : public counter_source {
   bool has_idle_workers(std::size_t ni) const noexcept;
   /// One task from node `n`'s queues; a worker of the node (`into`) takes a batch into its deque.
   pool_task* take_from_queues(pool_node& n, bool include_bound, pool_worker* into);
-  void run_task(pool_task* t, pool_worker* self) noexcept;
+  /// Runs `t`, then the tasks bypass hands it (of group `only` when not null: see bypass_frame).
+  void run_task(pool_task* t, pool_worker* self, const group_state* only = nullptr) noexcept;
   /// Under held_lock_: take_held's work.
   std::size_t take_locked(held_work& w, pool_task** out) noexcept;
   void worker_main(pool_worker& w);
@@ -452,10 +470,6 @@ class scheduler final : public counter_source {
     for (std::size_t ni = 0; ni < c.plan.node_count(); ++ni) n += c.worker_cpus[ni].size();
     return n;
   }
-
-  /// Where a task run by this thread's innermost run_task keeps the task to run next (nullptr
-  /// outside run_task).
-  static inline thread_local pool_task** bypass_next = nullptr;
 
   scheduler_config config_;
   std::vector<std::unique_ptr<pool_node>> nodes_;
@@ -689,7 +703,7 @@ inline void scheduler::help_until_done(group_state& g) {
     if (self != nullptr) {
       pool_task* t = find_task(*self, idle_since, deadline);
       if (t == nullptr) return false;
-      run_task(t, self);
+      run_task(t, self, &g);
       return true;
     }
     // A task run here may have posted to another pool, which took this thread's binding and
@@ -699,7 +713,7 @@ inline void scheduler::help_until_done(group_state& g) {
     if (t == nullptr) return false;
     const help_frame frame{this, this_worker.helping};
     this_worker.helping = &frame;  // its task may not wait for the pool it runs in
-    run_task(t, nullptr);
+    run_task(t, nullptr, &g);
     this_worker.helping = frame.outer;
     return true;
   });
@@ -726,12 +740,14 @@ inline void scheduler::enqueue(pool_task* t) {
 }
 
 inline bool scheduler::try_bypass(pool_task* t) noexcept {
-  if (bypass_next == nullptr || *bypass_next != nullptr || t->bound) return false;
+  bypass_frame* f = bypass_at;
+  if (f == nullptr || f->sched != this || f->next != nullptr || t->bound) return false;
+  if (f->only != nullptr && t->group != f->only) return false;  // a waiter returns when its group is done
   const pool_worker* self = own_worker();
   // An outside thread runs tasks only of a one-node pool (help_until_done): node index 0.
   if (index_of(t->home) != (self != nullptr ? self->node_index : 0)) return false;
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_add(1, std::memory_order_acq_rel);
-  *bypass_next = t;
+  f->next = t;
   return true;
 }
 
@@ -748,6 +764,7 @@ inline std::size_t scheduler::hold(held_work& w, pool_task* t, pool_task** out) 
       if (held_ != nullptr) held_->prev_ = &w;
       held_ = &w;
       w.seen_at_ = 0;
+      w.held_at_ = monotonic_ns();
       holders_.fetch_add(1, std::memory_order_seq_cst);
     }
     w.tasks_[count++] = t;
@@ -757,9 +774,10 @@ inline std::size_t scheduler::hold(held_work& w, pool_task* t, pool_task** out) 
       first = false;
     }
   }
+  // A sleeper, even beside a spinner: the spinner may take other work and stop looking.
   if (first)
     for (auto& node : nodes_)
-      if (node->spinning.load(std::memory_order_seq_cst) > 0 || node->sleep.notify_one()) break;
+      if (node->sleep.notify_one()) break;
   return n;
 }
 
@@ -780,17 +798,20 @@ inline std::size_t scheduler::take_held(held_work& w, pool_task** out) noexcept 
   return take_locked(w, out);
 }
 
-inline bool scheduler::release_held(bool idle_only) noexcept {
+inline bool scheduler::release_held(bool due_only) noexcept {
   if (holders_.load(std::memory_order_seq_cst) == 0) return false;
   pool_task* tasks[held_work::capacity];
   held_work* w = nullptr;
   std::size_t n = 0;
   {
-    const std::uint64_t now = idle_only ? monotonic_ns() : 0;
     std::lock_guard<spin_lock> g(held_lock_);
+    const std::uint64_t now = due_only ? monotonic_ns() : 0;  // under the lock: seen_at_ never ahead of it
+    const std::uint64_t period = hold_period_ns();
     for (w = held_; w != nullptr; w = w->next_) {
       const std::uint64_t a = w->activity_.load(std::memory_order_relaxed);
-      if (!idle_only || (w->seen_at_ != 0 && a == w->activity_seen_ && now - w->seen_at_ >= hold_period_ns())) break;
+      if (!due_only || now - w->held_at_ >= 10 * period ||
+          (w->seen_at_ != 0 && a == w->activity_seen_ && now - w->seen_at_ >= period))
+        break;
       if (w->seen_at_ == 0 || a != w->activity_seen_) {
         w->activity_seen_ = a;
         w->seen_at_ = now;
@@ -1007,7 +1028,7 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
   return nullptr;
 }
 
-inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
+inline void scheduler::run_task(pool_task* t, pool_worker* self, const group_state* only) noexcept {
   // A loop, not a call per task: a chain run by bypass may be millions of tasks long.
   for (;;) {
   // Nested runs (a waiting task helping) must leave the outer task's worker busy. `busy` only
@@ -1051,16 +1072,17 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self) noexcept {
   if (config_.policy == home_choice::exec) nodes_[index_of(t->home)]->unfinished.fetch_sub(1, std::memory_order_acq_rel);
   // An outside helper's run counts before the finish (a waiter may read the counts then).
   if (self == nullptr) nodes_[index_of(t->home)]->helped.fetch_add(1, std::memory_order_relaxed);
-  pool_task* next = nullptr;
-  pool_task** const outer = bypass_next;
-  bypass_next = &next;
+  bypass_frame frame{this, only};
+  bypass_frame* const outer = bypass_at;
+  bypass_at = t->bypasses ? &frame : nullptr;
   t->dispose();
-  bypass_next = outer;
+  bypass_at = outer;
+  pool_task* const next = frame.next;
   if (self != nullptr) {
     self->busy.store(was_busy, std::memory_order_release);
     self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  done_.finish(g, counts_index(self));  // `next` is counted in its group: the group stays
+  done_.finish(g, counts_index(self));  // `next` is counted in its group: that group stays
   if (next == nullptr) return;
   t = next;
   }
@@ -1091,6 +1113,7 @@ inline void scheduler::worker_main(pool_worker& w) {
               idle_since = idle_start = now;
               w.update_idle([&] { w.idle_from.store(now, std::memory_order_relaxed); });
             }
+            if (holders_.load(std::memory_order_relaxed) > 0 && release_held(true)) continue;  // held tasks due
             if (stop_.load(std::memory_order_acquire) || now - idle_since >= spin_ns) break;
             std::this_thread::yield();
           }
@@ -1108,7 +1131,7 @@ inline void scheduler::worker_main(pool_worker& w) {
       }
       while (t == nullptr) {
         // Tasks an outside thread holds back while it submits more (held_work): started here
-        // once it has submitted nothing for a hold period.
+        // once due.
         if (holders_.load(std::memory_order_seq_cst) > 0 && release_held(true)) {
           deadline = UINT64_MAX;
           if ((t = find_task(w, idle_since, deadline)) != nullptr) break;
@@ -1137,7 +1160,10 @@ inline void scheduler::worker_main(pool_worker& w) {
       // A submitter that saw a spinner woke nobody, and a woken worker is one of several that
       // a burst needs: if this idle worker took a task and more is waiting, pass the wake-up
       // on (a chain reaches every sleeper the burst can use).
-      if (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index)) n.sleep.notify_one();
+      // So is the watch over held tasks: this worker stops looking at them.
+      if (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index) ||
+          holders_.load(std::memory_order_relaxed) > 0)
+        n.sleep.notify_one();
       if (idle_start != 0) {  // one clock read per idle period that lasted past the first look at the clock
         const std::uint64_t end = monotonic_ns();
         w.update_idle([&] {
@@ -1151,6 +1177,8 @@ inline void scheduler::worker_main(pool_worker& w) {
 }
 
 inline std::size_t scheduler::cancel() {
+  while (release_held()) {  // held tasks had not started either: queued, then dropped below
+  }
   cancels_.fetch_add(1, std::memory_order_acq_rel);
   std::size_t dropped = 0;
   for (auto& np : nodes_) {
