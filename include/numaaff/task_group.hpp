@@ -33,7 +33,7 @@
  * when its homenode is that thread's (a chain runs on one thread, as in oneTBB). A task that
  * is ready when a thread outside the pool runs it may be held back while that thread runs
  * more (up to 32): it starts when the group's wait() (or destructor) or thread_pool::wait()
- * begins, or once idle workers see that thread run nothing for a hold period (four spin
+ * begins, or once an idle worker sees no run() on the group for a hold period (four spin
  * times of thread_pool_options::spin, within 50 us and 1 ms), or ten periods after it was
  * held; a worker that took each task the moment it was registered would chase the
  * registration, and cost more than the delay.

@@ -77,7 +77,7 @@ struct flow_base : pool_task, dep_node {
   flow_ranges ranges;
   flow_state* owner;
   bool ran = false;               // execute() was entered (a throw counts as ran)
-  bool placed = false;            // placed when held (by the registering thread): start() keeps it
+  std::int16_t submitter_node = -1;  // held under the fork policy: the registering thread's node index
   std::uint32_t untouched = 0;    // ranges (the first 32) the directory knew no node for
   std::uint64_t placed_epoch = 0;  // migration_epoch when it was placed
   std::uint64_t cancel_mark = 0;   // the scheduler's cancel generation when it was run
@@ -150,9 +150,19 @@ class flow_state final : held_work {
 #endif
     if (!ready) return;
     if (!hold_ || sched_.in_own_task()) return on_ready(t);
-    // Held back (see hold_), placed now: the node policy reads the registering thread's homenode.
-    place(*t);
-    t->placed = true;
+    // Held back (see hold_). Placed when started, as any task, but the fork policy's node is
+    // the registering thread's homenode, read now.
+    if (sched_.fork_policy()) {
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+      try {
+        t->submitter_node = static_cast<std::int16_t>(sched_.policy_node());
+      } catch (...) {
+        // the homenode could not be read: the policy is asked again when the task starts
+      }
+#else
+      t->submitter_node = static_cast<std::int16_t>(sched_.policy_node());
+#endif
+    }
     pool_task* out[held_work::capacity];
     start_held(out, sched_.hold(*this, t, out));
   }
@@ -194,7 +204,7 @@ class flow_state final : held_work {
   void start(flow_base& t) noexcept {
     if (t.cancelled.load(std::memory_order_relaxed) || t.cancel_mark != sched_.cancel_generation()) return discard(t);
     if (t.commutative && !tracker_.acquire(t)) return;  // an overlapping update runs: it passes t on
-    if (!t.placed) place(t);
+    place(t);
     if (sched_.try_bypass(&t)) return;
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
     try {
@@ -224,6 +234,7 @@ class flow_state final : held_work {
     if (sched_.plan().node_count() == 1) best = 0;
     else if (sched_.kernel_nodes()) best = data_majority(t);
     t.timed = best != steal_plan::no_node && sched_.plan().delayed_stealing();
+    if (best == steal_plan::no_node && t.submitter_node >= 0) best = static_cast<std::size_t>(t.submitter_node);
     if (best == steal_plan::no_node) {
 #if !defined(NUMAAFF_NO_EXCEPTIONS)
       try {
@@ -291,7 +302,8 @@ class flow_state final : held_work {
 
 inline void flow_base::dispose() noexcept {
   {
-    // The callable's destructor is the program's code: nothing it makes ready runs next here.
+    // The callable's destructor is the program's code: what it makes ready is not kept here
+    // to run next (it may wait for it).
     bypass_frame* const frame = bypass_at;
     bypass_at = nullptr;
     drop_callable();

@@ -194,9 +194,10 @@ class scheduler;
  * Ready tasks that a thread outside the pool holds back while it goes on submitting (a
  * task_group's dataflow tasks: dataflow.hpp says why), listed with the scheduler while it
  * holds any. The holder's wait queues them. So that a held task starts even if its holder
- * never waits, idle workers (spinning or in timed sleeps while anything is held; the first
- * hold wakes a sleeper) start the tasks of a holder that submitted nothing for a hold period,
- * or that has held them for ten.
+ * never waits, an idle worker watches the list (one at a time, in timed sleeps: the first
+ * hold wakes a sleeper, and a watcher that takes work wakes another; a worker that spun or
+ * helped a waiter for a whole period looks too) and starts the tasks of a holder whose group
+ * saw no run() for a hold period, or that has held them for ten.
  */
 class held_work {
  public:
@@ -353,8 +354,7 @@ class scheduler final : public counter_source {
   /// Sleeps until every task, and every group's, has finished (the pool-wide wait). Tasks
   /// held back by any thread are queued first.
   void wait_all() {
-    while (release_held()) {
-    }
+    release_all_held();
     help_until_done(done_.all());
   }
   /// Holds ready task `t` (counted in its group) in `w`, listing `w` for idle workers (see
@@ -363,11 +363,21 @@ class scheduler final : public counter_source {
   std::size_t hold(held_work& w, pool_task* t, pool_task** out) noexcept;
   /// Takes every task `w` holds into `out` (held_work::capacity of room). @return how many.
   std::size_t take_held(held_work& w, pool_task** out) noexcept;
-  /// Starts the tasks of one listed held_work; `due_only`: only of one whose holder did
-  /// nothing for a hold period, or has held them for ten. @return false if none was started.
+  /// Starts the tasks of one listed held_work; `due_only`: only of one whose group saw no
+  /// run() for a hold period, or that has held them for ten. @return false if none was started.
   bool release_held(bool due_only = false) noexcept;
-  /// How often idle workers look at held tasks while some are held: four spin times, within
-  /// 50 us (a pool that does not spin must not poll either) and 1 ms.
+  /// Wakes a sleeper to watch held tasks, unless a worker watches.
+  void wake_watcher() noexcept;
+  /// Starts the tasks of every held_work listed now (not of those listed meanwhile: a thread
+  /// that keeps holding cannot keep the caller here).
+  void release_all_held() noexcept {
+    for (int k = holders_.load(std::memory_order_seq_cst); k > 0 && release_held(); --k) {
+    }
+  }
+  /// The node policy is fork: a task's node is its submitter's homenode.
+  bool fork_policy() const noexcept { return config_.policy == home_choice::fork; }
+  /// How often the watching worker looks at held tasks while some are held: four spin times,
+  /// within 50 us and 1 ms.
   std::uint64_t hold_period_ns() const noexcept {
     const std::uint64_t spin = spin_ns();
     return spin >= 250000 ? 1000000 : std::max<std::uint64_t>(4 * spin, 50000);
@@ -488,6 +498,7 @@ class scheduler final : public counter_source {
   alignas(64) spin_lock held_lock_;
   held_work* held_ = nullptr;
   std::atomic<int> holders_{0};
+  std::atomic<bool> watching_{false};  // an idle worker sleeps timed to look at held tasks
 };
 
 /**
@@ -698,12 +709,18 @@ inline void scheduler::help_until_done(group_state& g) {
   // A worker never waits for the whole pool (it would wait for itself: thread_pool::wait
   // refuses); an outside thread runs its own submissions there too.
   const bool can_help = (self != nullptr && &g != &done_.all()) || own != nullptr;
+  // A helping waiter takes bypassed tasks of its own group only: it returns once that is done.
+  const group_state* only = &g == &done_.all() ? nullptr : &g;
   done_.wait_for(g, can_help, spin_ns(), [&](std::uint64_t idle_since) {
     std::uint64_t deadline = UINT64_MAX;
     if (self != nullptr) {
       pool_task* t = find_task(*self, idle_since, deadline);
-      if (t == nullptr) return false;
-      run_task(t, self, &g);
+      if (t == nullptr) {
+        // A waiter is idle too: if every worker waits, held tasks start here.
+        return holders_.load(std::memory_order_relaxed) > 0 && idle_since != 0 &&
+               monotonic_ns() - idle_since >= hold_period_ns() && release_held(true);
+      }
+      run_task(t, self, only);
       return true;
     }
     // A task run here may have posted to another pool, which took this thread's binding and
@@ -713,7 +730,7 @@ inline void scheduler::help_until_done(group_state& g) {
     if (t == nullptr) return false;
     const help_frame frame{this, this_worker.helping};
     this_worker.helping = &frame;  // its task may not wait for the pool it runs in
-    run_task(t, nullptr, &g);
+    run_task(t, nullptr, only);
     this_worker.helping = frame.outer;
     return true;
   });
@@ -774,11 +791,15 @@ inline std::size_t scheduler::hold(held_work& w, pool_task* t, pool_task** out) 
       first = false;
     }
   }
-  // A sleeper, even beside a spinner: the spinner may take other work and stop looking.
-  if (first)
-    for (auto& node : nodes_)
-      if (node->sleep.notify_one()) break;
+  // A sleeper, even beside a spinner (which may take other work): it becomes the watcher.
+  if (first) wake_watcher();
   return n;
+}
+
+inline void scheduler::wake_watcher() noexcept {
+  if (watching_.load(std::memory_order_seq_cst)) return;
+  for (auto& node : nodes_)
+    if (node->sleep.notify_one()) return;
 }
 
 inline std::size_t scheduler::take_locked(held_work& w, pool_task** out) noexcept {
@@ -1099,6 +1120,7 @@ inline void scheduler::worker_main(pool_worker& w) {
     // work fail, as in completion::wait_for: a worker between two bursts reads it rarely.
     pool_task* t = find_task(w, 0, deadline);
     std::uint64_t idle_since = 0, idle_start = 0;  // idle_start: for the idle time, never reset
+    bool watching = false;  // this worker holds watching_
     if (t == nullptr) {
       // Idle: spin (announced, so submitters skip the wake-up) unless enough others do, then
       // sleep. (Two that pass the check together both spin: harmless.)
@@ -1113,7 +1135,8 @@ inline void scheduler::worker_main(pool_worker& w) {
               idle_since = idle_start = now;
               w.update_idle([&] { w.idle_from.store(now, std::memory_order_relaxed); });
             }
-            if (holders_.load(std::memory_order_relaxed) > 0 && release_held(true)) continue;  // held tasks due
+            // A spinner that never sleeps (a long spin) looks at held tasks once a period.
+            if (holders_.load(std::memory_order_relaxed) > 0 && now - idle_since >= hold_period_ns() && release_held(true)) continue;
             if (stop_.load(std::memory_order_acquire) || now - idle_since >= spin_ns) break;
             std::this_thread::yield();
           }
@@ -1132,7 +1155,7 @@ inline void scheduler::worker_main(pool_worker& w) {
       while (t == nullptr) {
         // Tasks an outside thread holds back while it submits more (held_work): started here
         // once due.
-        if (holders_.load(std::memory_order_seq_cst) > 0 && release_held(true)) {
+        if (watching && holders_.load(std::memory_order_seq_cst) > 0 && release_held(true)) {
           deadline = UINT64_MAX;
           if ((t = find_task(w, idle_since, deadline)) != nullptr) break;
         }
@@ -1150,7 +1173,18 @@ inline void scheduler::worker_main(pool_worker& w) {
         const std::uint64_t now = monotonic_ns();
         const bool timed = deadline != UINT64_MAX;
         std::uint64_t wake_at = deadline;
-        if (holders_.load(std::memory_order_seq_cst) > 0) wake_at = std::min(wake_at, now + hold_period_ns());
+        // One idle worker watches held tasks, in timed sleeps. A watcher with nothing to watch
+        // lets go first, then looks again: a hold in between either sees it let go (and wakes
+        // a sleeper) or is seen here.
+        if (watching && holders_.load(std::memory_order_seq_cst) == 0) {
+          watching = false;
+          watching_.store(false, std::memory_order_seq_cst);
+        }
+        bool none = false;
+        if (!watching && holders_.load(std::memory_order_seq_cst) > 0 &&
+            watching_.compare_exchange_strong(none, true, std::memory_order_seq_cst))
+          watching = true;
+        if (watching) wake_at = std::min(wake_at, now + hold_period_ns());
         n.sleep.commit_wait(key, wake_at != UINT64_MAX ? std::chrono::nanoseconds(wake_at > now ? wake_at - now : 0)
                                                       : std::chrono::nanoseconds(-1));
         // After sleeping with nothing in sight, the remote-steal clock starts again: work that
@@ -1160,10 +1194,12 @@ inline void scheduler::worker_main(pool_worker& w) {
       // A submitter that saw a spinner woke nobody, and a woken worker is one of several that
       // a burst needs: if this idle worker took a task and more is waiting, pass the wake-up
       // on (a chain reaches every sleeper the burst can use).
+      if (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index)) n.sleep.notify_one();
       // So is the watch over held tasks: this worker stops looking at them.
-      if (n.in_bound_queue.load(std::memory_order_seq_cst) > 0 || has_stealable(w.node_index) ||
-          holders_.load(std::memory_order_relaxed) > 0)
-        n.sleep.notify_one();
+      if (watching) {
+        watching_.store(false, std::memory_order_seq_cst);
+        if (holders_.load(std::memory_order_seq_cst) > 0) wake_watcher();
+      }
       if (idle_start != 0) {  // one clock read per idle period that lasted past the first look at the clock
         const std::uint64_t end = monotonic_ns();
         w.update_idle([&] {
@@ -1177,9 +1213,8 @@ inline void scheduler::worker_main(pool_worker& w) {
 }
 
 inline std::size_t scheduler::cancel() {
-  while (release_held()) {  // held tasks had not started either: queued, then dropped below
-  }
   cancels_.fetch_add(1, std::memory_order_acq_rel);
+  release_all_held();  // they had not started either: started now, each is discarded (not counted)
   std::size_t dropped = 0;
   for (auto& np : nodes_) {
     pool_node& n = *np;
