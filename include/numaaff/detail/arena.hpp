@@ -36,6 +36,7 @@
 #include "kernel_nodes.hpp"
 #include "numa_calls.hpp"
 #include "page.hpp"
+#include "prefetch.hpp"
 #include "proc_files.hpp"
 #include "throw.hpp"
 
@@ -1181,6 +1182,10 @@ inline void* cached_block(int node, int f, int c) noexcept {
   free_block* blk = b.head;
   if (blk == nullptr) return nullptr;
   b.head = blk->next;
+  // The next allocation reads the next block's link: ask for its line now, so that a bin of
+  // blocks that left the L1 (64 blocks of 1 KiB fall into 4 of its sets) is not a chain of
+  // dependent misses.
+  prefetch_lines<sizeof(free_block)>(b.head);
   --b.count;
   blk->freed = 0;
   return blk;
