@@ -153,15 +153,9 @@ class flow_state final : held_work {
     // Held back (see hold_). Placed when started, as any task, but the fork policy's node is
     // the registering thread's homenode, read now.
     if (sched_.fork_policy()) {
-#if !defined(NUMAAFF_NO_EXCEPTIONS)
-      try {
-        t->submitter_node = static_cast<std::int16_t>(sched_.policy_node());
-      } catch (...) {
-        // the homenode could not be read: the policy is asked again when the task starts
-      }
-#else
-      t->submitter_node = static_cast<std::int16_t>(sched_.policy_node());
-#endif
+      // Unread (the homenode could not be read): the policy is asked again when it starts.
+      const std::size_t node = policy_node_or(steal_plan::no_node);
+      if (node != steal_plan::no_node) t->submitter_node = static_cast<std::int16_t>(node);
     }
     pool_task* out[held_work::capacity];
     start_held(out, sched_.hold(*this, t, out));
@@ -235,18 +229,24 @@ class flow_state final : held_work {
     else if (sched_.kernel_nodes()) best = data_majority(t);
     t.timed = best != steal_plan::no_node && sched_.plan().delayed_stealing();
     if (best == steal_plan::no_node && t.submitter_node >= 0) best = static_cast<std::size_t>(t.submitter_node);
-    if (best == steal_plan::no_node) {
-#if !defined(NUMAAFF_NO_EXCEPTIONS)
-      try {
-        best = sched_.policy_node();
-      } catch (...) {
-        best = 0;  // the caller's homenode could not be read: the first node, as a hint
-      }
-#else
-      best = sched_.policy_node();
-#endif
-    }
+    // The caller's homenode could not be read: the first node, as a hint.
+    if (best == steal_plan::no_node) best = policy_node_or(0);
     t.home = sched_.plan().node(best);
+  }
+
+  /// The node policy's node index; `otherwise` when it throws (the calling thread's homenode
+  /// could not be read).
+  std::size_t policy_node_or(std::size_t otherwise) noexcept {
+#if !defined(NUMAAFF_NO_EXCEPTIONS)
+    try {
+      return sched_.policy_node();
+    } catch (...) {
+      return otherwise;
+    }
+#else
+    static_cast<void>(otherwise);
+    return sched_.policy_node();
+#endif
   }
 
   /// The pool node index with the most of t's declared bytes per the directory (of several
