@@ -604,7 +604,7 @@ TEST(HeapMisuse, CorrectUseIsNeverMistakenForMisuse) {
   void* probe = numaaff::allocate_on_node(64, home());
   numaaff::deallocate(probe, 64);
   ASSERT_GE(live[5].second, 16u);
-  std::memcpy(live[5].first, probe, 16);  // a free block's bytes, its mark included, in a live block
+  std::memcpy(live[5].first, probe, 16);  // a free block's bytes in a live block: what a free reads is elsewhere
   void* again = numaaff::allocate_on_node(64, home());  // the same block, handed out again
   std::thread([&] {
     for (auto& [p, bytes] : live) numaaff::deallocate(p, bytes);

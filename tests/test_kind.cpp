@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -209,6 +210,23 @@ TEST(KindDeath, ADoubleFreeAForeignPointerAndAnInnerPointerAbort) {
       "double free");
   EXPECT_DEATH(
       {
+        // Freed by a thread that keeps it in its cache, then freed again here: the slab's state
+        // map, which a free reads instead of the block, says the block is free.
+        void* p = numaaff::allocate(kind::local(), 64);
+        std::atomic<int> step{0};
+        std::thread other([&] {
+          numaaff::deallocate(p);
+          step.store(1);
+          while (step.load() != 2) std::this_thread::yield();
+        });
+        while (step.load() != 1) std::this_thread::yield();
+        numaaff::deallocate(p);
+        step.store(2);
+        other.join();
+      },
+      "double free");
+  EXPECT_DEATH(
+      {
         void* p = numaaff::allocate(kind::local(), 1 << 20);
         numaaff::deallocate(p);
         numaaff::deallocate(p);
@@ -233,6 +251,94 @@ TEST(KindDeath, ADoubleFreeAForeignPointerAndAnInnerPointerAbort) {
         (void)numaaff::usable_size(p);
       },
       "freed block");
+}
+
+// A thread that frees blocks another thread allocated (its bin hands batches back) writes their
+// states unread and reads them a batch at a time (settle_bin): a double free is found at the
+// free when the block is the newest in the bin, else when the block's state is next read: the
+// settle, another thread's free of it, or a hand-out of its other copy. Never is a block handed
+// to two owners at once.
+TEST(KindDeath, ADoubleFreeOfABlockAnotherThreadAllocatedAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  // 64 B: the bin holds 512 and hands back batches of 128, so freeing these makes it defer.
+  const std::size_t count = 4 * numaaff::detail::bin_limit.of[2];
+  auto theirs = [&](std::size_t n) {
+    std::vector<void*> blocks(n);
+    std::thread([&] {
+      for (void*& p : blocks) p = numaaff::allocate(k, 64);
+    }).join();
+    return blocks;
+  };
+  EXPECT_DEATH(
+      {
+        const std::vector<void*> blocks = theirs(count);
+        for (void* p : blocks) numaaff::deallocate(p);
+        numaaff::deallocate(blocks.back());
+      },
+      "double free");
+  EXPECT_DEATH(
+      {
+        // Both frees unsettled (a batch of frees is settled at the 2048th free, so this stops
+        // two short): the settle finds the second one's state already settled.
+        const std::vector<void*> blocks = theirs(count);
+        for (std::size_t i = 0; i + 2 < blocks.size(); ++i) numaaff::deallocate(blocks[i]);
+        numaaff::deallocate(blocks[blocks.size() - 5]);
+        std::fprintf(stderr, "not at the free\n");
+        void* q = numaaff::allocate(k, 64);  // settles first
+        std::fprintf(stderr, "allocated %p\n", q);
+      },
+      "not at the free\n(.|\n)*double free");
+  EXPECT_DEATH(
+      {
+        // The second free comes after the block was settled and handed back in a batch (the
+        // free that fills the bin hands the newest batch back): the thread that takes the
+        // batch finds the block's state not free when it hands it out.
+        const std::vector<void*> blocks = theirs(count);
+        for (void* p : blocks) numaaff::deallocate(p);
+        numaaff::deallocate(blocks[blocks.size() - 5]);
+        std::fprintf(stderr, "not at the free\n");
+        (void)theirs(numaaff::detail::transfer_batch_of(2));
+      },
+      "not at the free\n(.|\n)*about to be handed out again");
+  EXPECT_DEATH(
+      {
+        // Freed by this thread (unsettled), then by another, whose free reads the state.
+        const std::vector<void*> blocks = theirs(count);
+        for (void* p : blocks) numaaff::deallocate(p);
+        std::thread([&] { numaaff::deallocate(blocks[blocks.size() - 5]); }).join();
+      },
+      "double free");
+  EXPECT_DEATH(
+      {
+        const std::vector<void*> blocks = theirs(count);
+        for (std::size_t i = 0; i + 1 < blocks.size(); ++i) numaaff::deallocate(blocks[i]);
+        (void)numaaff::usable_size(blocks[blocks.size() - 5]);
+      },
+      "freed block");
+}
+
+// Blocks freed through a bin that defers their states are handed out again, once each.
+TEST(Kind, BlocksFreedByAnotherThreadAreHandedOutAgainOnceEach) {
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  for (const std::size_t bytes : {std::size_t{16}, std::size_t{64}, std::size_t{1024}}) {
+    std::vector<void*> blocks(20000);
+    std::thread([&] {
+      for (void*& p : blocks) p = numaaff::allocate(k, bytes);
+    }).join();
+    for (void* p : blocks) numaaff::deallocate(p);
+    const std::set<void*> theirs(blocks.begin(), blocks.end());
+    std::set<void*> again;
+    std::size_t reused = 0;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      void* p = numaaff::allocate(k, bytes);
+      std::memset(p, 1, bytes);
+      EXPECT_TRUE(again.insert(p).second) << p << " handed out twice, " << bytes << " B";
+      reused += theirs.count(p);
+    }
+    EXPECT_GE(reused, std::size_t{64}) << bytes << " B: blocks the other thread allocated, taken again";
+    for (void* p : again) numaaff::deallocate(p);
+  }
 }
 
 // A free looks the slab table up only when its block is not in the slab the thread's last
@@ -366,6 +472,20 @@ TEST(Kind, AThreadsCachedBlocksGoBackWhenItExits) {
     for (void* b : mine) numaaff::deallocate(b);
   });
   EXPECT_EQ(reused, count) << "blocks of the exited thread taken again";
+}
+
+// A thread's cache keeps its blocks' addresses in a mapping of its own, which the next thread
+// to start takes over once it has exited: threads that come and go one after another map one.
+TEST(Kind, ThreadsThatComeAndGoReuseOneCacheMapping) {
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  std::set<const void*> mappings;
+  for (int i = 0; i < 100; ++i)
+    std::thread([&] {
+      numaaff::deallocate(numaaff::allocate(k, 64));
+      mappings.insert(numaaff::detail::tcache.slots);
+    }).join();
+  EXPECT_EQ(mappings.size(), 1u) << "mappings of 100 threads, one after another";
+  EXPECT_EQ(mappings.count(nullptr), 0u);
 }
 
 // Blocks of one class handed to two CPUs in turns sit side by side, and the prefetcher of each
@@ -614,13 +734,16 @@ TEST(Kind, ASlabGivenBackServesAnotherClass) {
 
 TEST(KindDeath, AFreeIntoASlabGivenBackAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  // The pages of a slab given back read as zeros, so a freed block's mark is gone: without
-  // another check a second free of it would be taken, and the block handed out twice.
+  // A slab given back holds no live block, whatever its pages read: a second free of one of its
+  // blocks must abort, never put the block in a list to be handed out twice.
   EXPECT_DEATH(
       {
         const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
         std::vector<void*> blocks(4 * numaaff::detail::blocks_per_slab(2));
-        for (void*& p : blocks) p = numaaff::allocate(k, 64);
+        for (void*& p : blocks) {
+          p = numaaff::allocate(k, 64);
+          *static_cast<volatile char*>(p) = 1;  // its page is resident until its slab is given back
+        }
         for (void* p : blocks) numaaff::deallocate(p);
         // A block whose page the kernel took back (mincore) is in a slab given back.
         for (void* p : blocks) {

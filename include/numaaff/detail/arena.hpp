@@ -8,25 +8,29 @@
 // MPOL_PREFERRED for the preferred families), holding blocks of one kind (heap_kind: a family
 // per kind and strictness, so that every slab byte counts for one kind) and of one power-of-two
 // size class, with a header at the slab start naming the node, family, class and the thread
-// caches' bin of its blocks. Each thread keeps a cache of free blocks per (node, family, class)
-// for the node and local kinds, refilled from and handed back to the node's central free list
-// in batches (bounded per class: 128 KiB of blocks, at least 64), so a small allocate/free pair
-// is a few loads and stores, not a lock or a system call (numa_alloc_onnode makes one mmap per
-// call). A list keeps its slabs per thread (carve slots), so that threads on two CPUs do not
-// get blocks side by side (central_list says why). A freed block goes back to the list of the node
-// its slab is bound to: memory is reused on its own node only. A slab whose blocks are all back
-// in its list is given back: its pages go to the kernel (MADV_DONTNEED; the binding stays with
-// the mapping) and the slab to its node's pool, from which any class of the same family takes
-// it again. One such slab per list is kept as it is, so that a list that empties and refills a
-// slab does not fault its pages in again each time, and so is each slot's slab being carved.
+// caches' bin of its blocks, then a byte of state per block. Each thread keeps a cache of free
+// blocks per (node, family, class) for the node and local kinds, as arrays of addresses,
+// refilled from and handed back to the node's central free list in batches of addresses
+// (bounded per class: 128 KiB of blocks, at least 64), so a small allocate/free pair is a few
+// loads and stores, not a lock or a system call (numa_alloc_onnode makes one mmap per call),
+// and a block that one thread allocates and another frees has none of its own lines touched.
+// A list keeps its slabs per thread (carve slots), so that threads on two CPUs do not get
+// blocks side by side (central_list says why). A freed block goes back to the list of the
+// node its slab is bound to: memory is reused on its own node only. A slab whose blocks are
+// all back in its list is given back: its pages go to the kernel (MADV_DONTNEED; the binding
+// stays with the mapping) and the slab to its node's pool, from which any class of the same
+// family takes it again. One such slab per list is kept as it is, so that a list that empties
+// and refills a slab does not fault its pages in again each time, and so is each slot's slab
+// being carved.
 //
 // A free is checked before it touches any list: a table of every slab (two loads, skipped for
 // a block of the slab the thread's last free found there) and a registry of every large
-// mapping say whether the pointer is the start of a block of ours,
-// and a freed small block carries a mark (its address mixed with a constant) that a second
-// free of it finds. A double free, a foreign pointer, a pointer inside a block, or a size
-// that does not fit the block aborts with a message, as glibc's malloc does: going on would
-// hand one block to two owners.
+// mapping say whether the pointer is the start of a block of ours, and a small block's state
+// byte (1 while handed out) that a second free of it finds 0, at the free or, for a thread
+// that frees what others allocate, a batch of frees later (settle_bin says when, and what
+// that leaves); a hand-out checks it too. A double free, a foreign pointer, a pointer inside a
+// block, or a size that does not fit the block aborts with a message, as glibc's malloc does:
+// going on would hand one block to two owners.
 #pragma once
 
 #include "armed_ranges.hpp"
@@ -36,7 +40,6 @@
 #include "kernel_nodes.hpp"
 #include "numa_calls.hpp"
 #include "page.hpp"
-#include "prefetch.hpp"
 #include "proc_files.hpp"
 #include "throw.hpp"
 
@@ -158,15 +161,8 @@ inline bool is_small(std::size_t bytes, std::size_t align) noexcept {
 }
 
 struct free_block {
-  free_block* next;
-  std::uintptr_t freed;  // freed_mark(this) while free, 0 once handed out
+  free_block* next;  // in its slab's free list
 };
-
-/// What a free block holds in `freed`: its own address mixed with a constant, so that a live
-/// block's data matches it only by a 2^-64 chance, and a copy of another free block never does.
-inline std::uintptr_t freed_mark(const void* p) noexcept {
-  return reinterpret_cast<std::uintptr_t>(p) ^ static_cast<std::uintptr_t>(0x9e3779b97f4a7c15ULL);
-}
 
 /// A misuse the heap cannot survive: says so and aborts (no allocation, no lock: the heap's
 /// own state is what cannot be trusted here).
@@ -255,12 +251,41 @@ struct slab_header {
   slab_header* prev;
   slab_header* next;
 };
-static_assert(sizeof(slab_header) <= 64, "the first block of a slab starts 64 bytes in");
+static_assert(sizeof(slab_header) <= 64, "a slab's state map starts 64 bytes in");
 
-/// Where the first block of class `c` starts in its slab, and how many the slab holds.
-inline std::size_t first_block_offset(int c) noexcept { return class_bytes(c) < 64 ? 64 : class_bytes(c); }
+/// A slab's layout by class: its header, then its state map, a byte for each `size` bytes of
+/// the slab (1 while the block starting there is handed out, 0 while it is free or not carved
+/// yet; the entries of the header's and the map's own bytes are never used), then its blocks,
+/// from the first multiple of the block size past the map. The map, not the block, is what a
+/// free checks for a double free: a block handed from one thread to another then crosses CPUs
+/// as an address in a batch and a state among 64 on a line, and no line of the block itself
+/// is touched.
+inline constexpr std::size_t state_map_offset = 64;
+inline constexpr std::size_t first_block_offset_of(int c) noexcept {
+  const std::size_t size = std::size_t{16} << c;
+  return (state_map_offset + slab_size / size + size - 1) / size * size;
+}
+inline constexpr std::uint32_t first_block_offsets[class_count] = {
+    first_block_offset_of(0), first_block_offset_of(1), first_block_offset_of(2),  first_block_offset_of(3),
+    first_block_offset_of(4), first_block_offset_of(5), first_block_offset_of(6),  first_block_offset_of(7),
+    first_block_offset_of(8), first_block_offset_of(9), first_block_offset_of(10), first_block_offset_of(11)};
+static_assert(class_count == 12, "one offset per class");
+inline std::size_t first_block_offset(int c) noexcept { return first_block_offsets[c]; }
 inline std::uint32_t blocks_per_slab(int c) noexcept {
   return static_cast<std::uint32_t>((slab_size - first_block_offset(c)) / class_bytes(c));
+}
+/// A block's state while a free of it waits to be settled (settle_bin); 1 while handed out, 0
+/// while free.
+inline constexpr std::uint8_t freed_unsettled = 2;
+/// The state byte of the block at `offset` (a block's start) in slab `h` of class `c`.
+inline std::uint8_t& block_state(const void* h, int c, std::uintptr_t offset) noexcept {
+  return (reinterpret_cast<std::uint8_t*>(const_cast<void*>(h)) + state_map_offset)[offset >> (4 + c)];
+}
+/// The state byte of block `blk` of class `c`.
+inline std::uint8_t& state_of(const free_block* blk, int c) noexcept {
+  const auto at = reinterpret_cast<std::uintptr_t>(blk);
+  const std::uintptr_t slab = at & ~std::uintptr_t{slab_size - 1};
+  return block_state(reinterpret_cast<const void*>(slab), c, at - slab);
 }
 
 /// Blocks of one slab go to one thread at a time, as far as the list allows: a CPU that frees
@@ -322,10 +347,8 @@ inline void leave_carve_slot() noexcept {
 
 struct central_list {
   futex_lock lock;  // not a std::mutex: the fork handler holds every list's (futex_lock says why)
-  // Whole batches that thread caches handed back, as arrays of block addresses, handed out
-  // whole again. A thread that allocates what another frees then links the blocks itself,
-  // with stores that do not wait on each other, instead of following a chain whose every
-  // link is a line the other CPU last wrote (one dependent cache miss per block).
+  // Whole batches that thread caches handed back, as arrays of block addresses, copied whole
+  // into the bin of the thread that takes one: no line of their blocks is touched on the way.
   // (Room for them only in the lists of cached families: node_arena's batch_store.)
   static constexpr int max_batches = 16;
   free_block* (*batches)[max_transfer_batch] = nullptr;  // transfer_batch_of(c) used in each
@@ -817,6 +840,95 @@ inline std::int64_t steady_now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+/// Blocks a bin may hold before it hands a batch back: 128 KiB of blocks, at most 512 and at
+/// least two batches (64 blocks: 2 MiB for the 32 KiB class).
+constexpr std::uint32_t bin_limit_of(int c) noexcept {
+  const std::size_t by_bytes = (std::size_t{128} << 10) >> (4 + c);
+  const std::size_t least = 2 * std::size_t{transfer_batch_of(c)};
+  return static_cast<std::uint32_t>(by_bytes > 512 ? 512 : by_bytes < least ? least : by_bytes);
+}
+struct bin_limits {
+  std::uint32_t of[class_count];
+  std::uint32_t settle_at[class_count];  // unsettled frees a bin keeps at most: a batch
+  std::uint32_t at[class_count];  // where class c's slots start in a (node, family)'s slots
+  std::uint32_t per_group;         // slots of one (node, family): every class's limit
+  constexpr bin_limits() : of(), settle_at(), at(), per_group() {
+    for (int c = 0; c < class_count; ++c) {
+      of[c] = bin_limit_of(c);
+      settle_at[c] = transfer_batch_of(c);
+      at[c] = per_group;
+      per_group += of[c];
+    }
+  }
+};
+inline constexpr bin_limits bin_limit{};
+
+/// Each thread's cache of free blocks per (node, family, class), kept as arrays of their
+/// addresses, as jemalloc and tcmalloc keep theirs: an allocation or a free moves an address,
+/// and a block another thread freed is not followed as a link, whose every line the other
+/// CPU last wrote (one dependent miss per block). The bin headers are plain data, constant-
+/// initialised and trivially destructible, so that reaching them needs no thread_local
+/// initialisation guard (in an executable, one TLS offset); the arrays (bin_slots) are mapped
+/// when the thread first fills or gives a block to its cache, with the pthread key whose
+/// destructor hands its blocks back to the central lists at thread exit. glibc runs it after
+/// the thread's C++ thread_local destructors, so blocks they free are handed back too; a block
+/// freed after it (by a later key's destructor) goes to the central list (`gone`).
+struct thread_cache {
+  struct bin {
+    free_block** top;  // one past the newest address; the bin's slots start at top - count
+    std::uint32_t count;
+    /// What a free does with the bin, one word that each fast path tests: `unusable` while
+    /// the cache is not live (fresh or gone: the slow paths); `plain` (a free checks and sets
+    /// its block's state); from `deferring` on, frees write their blocks' states unread and
+    /// leave them unsettled, the newest `mode - deferring` of them (settle_bin). A bin defers from the time it hands a batch
+    /// back (its thread frees more than it allocates: what another thread allocated, most
+    /// likely) to its thread's next allocation of the class.
+    std::uint32_t mode;
+    enum : std::uint32_t { unusable = 0, plain = 1, deferring = 2 };
+    std::uint32_t unsettled() const noexcept { return mode > deferring ? mode - deferring : 0; }
+  };
+  enum : std::uint8_t { fresh, live, gone };  // no exit hook yet; hooked; hook ran (or none)
+  std::uint8_t state;    // the fast paths read their bin's mode instead: unusable unless live
+  bin bins[cache_bins];  // by cache_bin_of
+  free_block** slots;    // every bin's slots (bin_slots), while live
+};
+inline thread_local thread_cache tcache;
+
+/// The slots of every bin of a thread cache, in one mapping per thread (touched page by page as
+/// bins are used: a thread that uses one class of one node touches one or two pages). A thread
+/// that exits leaves its mapping to the next thread that starts, so a program that starts and
+/// ends threads maps as many as it has threads at once.
+struct bin_slots {
+  static constexpr std::size_t bytes =
+      (std::size_t{cached_nodes} * cached_families * bin_limit.per_group * sizeof(free_block*) + 4095) & ~std::size_t{4095};
+  futex_lock lock;  // held around fork with the arena's locks
+  free_block** unused = nullptr;  // mappings of exited threads, linked through their first slot
+
+  /// A mapping for the calling thread; nullptr when none can be mapped.
+  free_block** take() noexcept {
+    {
+      std::lock_guard<futex_lock> guard(lock);
+      if (free_block** s = unused; s != nullptr) {
+        unused = reinterpret_cast<free_block**>(s[0]);
+        return s;
+      }
+    }
+    const auto m = sys_mmap(bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE);
+    return m ? static_cast<free_block**>(m.value) : nullptr;
+  }
+  void give(free_block** s) noexcept {
+    std::lock_guard<futex_lock> guard(lock);
+    s[0] = reinterpret_cast<free_block*>(unused);
+    unused = s;
+  }
+  /// Where bin `bin` (cache_bin_of) starts in a mapping.
+  static free_block** start_of(free_block** s, std::uint32_t bin) noexcept {
+    const std::uint32_t group = bin / class_count, c = bin % class_count;
+    return s + std::size_t{group} * bin_limit.per_group + bin_limit.at[c];
+  }
+};
+inline bin_slots thread_bin_slots;
+
 // ---- small blocks -----------------------------------------------------------------------
 
 /// Every node's arena, created on first use. fork(): every lock is taken around fork
@@ -864,6 +976,7 @@ struct arena_table {
   void lock_all() {
     create.lock();
     large_lock.lock();
+    thread_bin_slots.lock.lock();
     for (auto& a : arenas)
       if (node_arena* p = a.load(std::memory_order_acquire))
         for (auto& family : p->lists)
@@ -878,6 +991,7 @@ struct arena_table {
       if (node_arena* p = a.load(std::memory_order_acquire))
         for (auto& family : p->lists)
           for (central_list& l : family) l.lock.unlock();
+    thread_bin_slots.lock.unlock();
     large_lock.unlock();
     create.unlock();
   }
@@ -943,24 +1057,23 @@ inline slab_header* new_slab(node_arena& arena, int node, int f, int c, unsigned
 
 /// Takes up to `want` blocks of class `c` of family `f` on `node` from the central list, for
 /// the calling thread's carve slot: the free blocks of the slot's slabs, fresh ones carved from
-/// its newest slab, free blocks of another slot's (steal_for), then a new slab. Returns a
-/// chain and its length; nullptr with ec on failure.
-inline free_block* central_take(int node, int f, int c, std::uint32_t want, std::uint32_t& got,
-                                std::error_code& ec) noexcept {
+/// its newest slab, free blocks of another slot's (steal_for), then a new slab. Writes their
+/// addresses to `out` (room for `want`) and their count to `got`; ec when it is 0.
+inline void central_take(int node, int f, int c, std::uint32_t want, free_block** out, std::uint32_t& got,
+                         std::error_code& ec) noexcept {
   got = 0;
   node_arena* arena = nullptr;
   try {
     arena = &arena_of(node);
   } catch (...) {
     ec = std::make_error_code(std::errc::not_enough_memory);
-    return nullptr;
+    return;
   }
   central_list* list = &arena->lists[f][c];
   const std::size_t size = class_bytes(c);
   const unsigned s = carve_slot_here();
   central_list::slot& mine = list->slots[s];
   std::lock_guard<futex_lock> guard(list->lock);
-  free_block* chain = nullptr;
   // The slot's own free blocks, then the rest of its newest slab, then free blocks of another
   // slot's slabs, and only then a new slab.
   auto take_free = [&](slab_header* h) {
@@ -969,22 +1082,20 @@ inline free_block* central_take(int node, int f, int c, std::uint32_t want, std:
       free_block* b = h->free_head;
       h->free_head = b->next;
       --h->free_count;
-      b->next = chain;
-      chain = b;
-      ++got;
+      out[got++] = b;
     }
     if (h->free_head == nullptr) list->unlink(h);
   };
   auto carve = [&] {
     while (got < want && mine.bump != mine.bump_end) {
       auto* b = reinterpret_cast<free_block*>(mine.bump);
-      b->freed = freed_mark(b);  // free until handed out: a free of it before then is caught
+      // Free until handed out (a free of it before then is caught): the map may hold what a
+      // slab of another class left on the page the pool keeps.
+      block_state(slab_of(b), c, static_cast<std::uintptr_t>(mine.bump - reinterpret_cast<char*>(slab_of(b)))) = 0;
       mine.bump += size;
       slab_of(b)->carved.store(static_cast<std::uint32_t>(mine.bump - reinterpret_cast<char*>(slab_of(b))),
                                std::memory_order_relaxed);
-      b->next = chain;
-      chain = b;
-      ++got;
+      out[got++] = b;
     }
   };
   while (got < want && mine.partial != nullptr) take_free(mine.partial);
@@ -1001,7 +1112,6 @@ inline free_block* central_take(int node, int f, int c, std::uint32_t want, std:
     carve();
   }
   if (got > 0) ec.clear();
-  return chain;
 }
 
 /// Puts a chain of free blocks back in their slabs' lists. A slab whose blocks are then all
@@ -1046,39 +1156,6 @@ inline void central_give(int node, int f, int c, free_block* chain) noexcept {
   }
 }
 
-/// Each thread's cache of free blocks per (node, family, class). Plain data, constant-
-/// initialised and trivially destructible, so that reaching it needs no thread_local
-/// initialisation guard (in an executable, one TLS offset): its blocks go back to the central lists at
-/// thread exit through a pthread key's destructor, set the first time the thread fills or
-/// gives a block to its cache. glibc runs it after the thread's C++ thread_local destructors, so
-/// blocks they free are handed back too; a block freed after it (by a later key's destructor)
-/// goes to the central list (`gone`).
-struct thread_cache {
-  struct bin {
-    free_block* head;
-    std::uint32_t count;
-  };
-  enum : std::uint8_t { fresh, live, gone };  // no exit hook yet; hooked; hook ran (or none)
-  std::uint8_t state;    // first: the fast path reads it with its bin's line nearby for node 0
-  bin bins[cache_bins];  // by cache_bin_of
-};
-inline thread_local thread_cache tcache;
-
-/// Blocks a bin may hold before it hands a batch back: 128 KiB of blocks, at most 512 and at
-/// least two batches (64 blocks: 2 MiB for the 32 KiB class).
-constexpr std::uint32_t bin_limit_of(int c) noexcept {
-  const std::size_t by_bytes = (std::size_t{128} << 10) >> (4 + c);
-  const std::size_t least = 2 * std::size_t{transfer_batch_of(c)};
-  return static_cast<std::uint32_t>(by_bytes > 512 ? 512 : by_bytes < least ? least : by_bytes);
-}
-struct bin_limits {
-  std::uint32_t of[class_count];
-  constexpr bin_limits() : of() {
-    for (int c = 0; c < class_count; ++c) of[c] = bin_limit_of(c);
-  }
-};
-inline constexpr bin_limits bin_limit{};
-
 /// Puts the batches the list of (node, f, c) holds back in their slabs, so that slabs whose
 /// blocks are all free can be given back.
 inline void drain_batches(int node, int f, int c) noexcept {
@@ -1098,6 +1175,43 @@ inline void drain_batches(int node, int f, int c) noexcept {
   if (chain != nullptr) central_give(node, f, c, chain);
 }
 
+/// Checks and records the frees of a bin's unsettled blocks (of class `c`), oldest first: each
+/// state must still be the freed_unsettled its free wrote, else the block was freed twice (or
+/// never handed out), and this aborts.
+///
+/// Why frees are left unsettled: a thread that frees what another allocates (its bin fills and
+/// hands batches back, thread_cache::bin::mode) would read each block's state right after the
+/// allocating thread wrote it on another CPU, and that read cost three times the rest of the
+/// free (64 B blocks handed from one thread to another: 2.3-2.5 us per 64 blocks with the read,
+/// 0.8-0.9 us without it). Such a bin's free writes the state without reading it (a store does
+/// not wait for the line) and puts the address in the bin; the states are read a batch at a
+/// time, by when they are those of blocks allocated a batch earlier, 64 to a line. A thread that
+/// frees what it allocated reads each state at the free.
+///
+/// A double free through a deferring bin is found at the latest when the block's state is next
+/// read: a second free of it (a reading free finds freed_unsettled; at a settle, the first to
+/// settle leaves 0 for the other), a hand-out of its other copy (mark_handed_out finds it not
+/// free), a thread taking the batch that holds its other copy (refill_and_take finds it not
+/// free), or the settle of this free (finds it handed out, or free), which comes before this
+/// thread hands the block out. So no block is handed to two owners at once; at the free itself
+/// it is found only when the block is the newest in the bin.
+[[gnu::noinline]] inline void settle_bin(thread_cache::bin& b, int c) noexcept {
+  free_block** const end = b.top;  // a local: the state stores may alias the bin
+  for (free_block** p = end - b.unsettled(); p != end; ++p) {
+    const auto at = reinterpret_cast<std::uintptr_t>(*p);
+    const auto* h = reinterpret_cast<const slab_header*>(at & ~std::uintptr_t{slab_size - 1});
+    const std::uintptr_t offset = at - reinterpret_cast<std::uintptr_t>(h);
+    // Checked at the free, but that was a while ago: a block freed twice may have let its slab
+    // go back to the pool and on to another class since, and its map be another's.
+    if (h->size_class != c || offset + class_bytes(c) > h->carved.load(std::memory_order_relaxed))
+      heap_misuse("double free (the block's slab was given back meanwhile)", *p);
+    std::uint8_t& state = block_state(h, c, offset);
+    if (state != freed_unsettled) heap_misuse("double free", *p);
+    state = 0;
+  }
+  if (b.mode > thread_cache::bin::deferring) b.mode = thread_cache::bin::deferring;
+}
+
 /// A thread's exit hook: its cached blocks go back to their slabs, and the batches of the lists
 /// it used with them (threads that exit are when a program's work winds down).
 inline void flush_thread_cache(void* cache) noexcept {
@@ -1106,12 +1220,20 @@ inline void flush_thread_cache(void* cache) noexcept {
   leave_carve_slot();
   for (int n = 0; n < cached_nodes; ++n)
     for (int f = 0; f < cached_families; ++f)
-      for (int c = 0; c < class_count; ++c)
-        if (thread_cache::bin& b = t->bins[cache_bin_of(n, f, c)]; b.head != nullptr) {
-          central_give(n, f, c, b.head);
-          b = thread_cache::bin{};
+      for (int c = 0; c < class_count; ++c) {
+        thread_cache::bin& b = t->bins[cache_bin_of(n, f, c)];
+        if (b.count != 0) {
+          settle_bin(b, c);
+          free_block** const first = b.top - b.count;
+          for (std::uint32_t i = 0; i + 1 < b.count; ++i) first[i]->next = first[i + 1];
+          first[b.count - 1]->next = nullptr;
+          central_give(n, f, c, first[0]);
           drain_batches(n, f, c);
         }
+        b = {nullptr, 0, thread_cache::bin::unusable};
+      }
+  if (t->slots != nullptr) thread_bin_slots.give(t->slots);
+  t->slots = nullptr;
 }
 
 inline pthread_key_t cache_key;
@@ -1133,12 +1255,19 @@ inline bool cache_key_made = false;
   // Central lists meanwhile: pthread_setspecific may allocate, and a heap built on this one
   // must not come back here.
   tcache.state = thread_cache::gone;
-  if (cache_key_made && ::pthread_setspecific(cache_key, &tcache) == 0) tcache.state = thread_cache::live;
+  // The key first: once it is set, the exit hook gives the carve slot back whatever follows.
+  if (!cache_key_made || ::pthread_setspecific(cache_key, &tcache) != 0) return;
+  free_block** const slots = thread_bin_slots.take();
+  if (slots == nullptr) return;
+  for (std::uint32_t bin = 0; bin < cache_bins; ++bin)
+    tcache.bins[bin] = {bin_slots::start_of(slots, bin), 0, thread_cache::bin::plain};
+  tcache.slots = slots;
+  tcache.state = thread_cache::live;
 }
 
-/// Copies out a whole batch another thread's cache handed back to the list of (node, f, c);
-/// false when it holds none.
-inline bool take_batch(int node, int f, int c, free_block* (&out)[max_transfer_batch]) noexcept {
+/// Copies a whole batch another thread's cache handed back to the list of (node, f, c) to
+/// `out`; false when it holds none.
+inline bool take_batch(int node, int f, int c, free_block** out) noexcept {
   node_arena* arena = arena_table::instance().arenas[node].load(std::memory_order_acquire);
   if (arena == nullptr) return false;
   central_list& list = arena->lists[f][c];
@@ -1153,20 +1282,41 @@ inline bool take_batch(int node, int f, int c, free_block* (&out)[max_transfer_b
 [[gnu::noinline]] inline free_block* refill_and_take(int node, int f, int c, std::error_code& ec) noexcept {
   if (tcache.state == thread_cache::fresh) hook_thread_cache();
   std::uint32_t got = 0;
-  if (tcache.state == thread_cache::gone) return central_take(node, f, c, 1, got, ec);
-  thread_cache::bin& b = tcache.bins[cache_bin_of(node, f, c)];
-  const std::uint32_t n = transfer_batch_of(c);
-  if (free_block* batch[max_transfer_batch]; take_batch(node, f, c, batch)) {
-    for (std::uint32_t i = 1; i + 1 < n; ++i) batch[i]->next = batch[i + 1];
-    batch[n - 1]->next = nullptr;
-    b.head = batch[1];
-    b.count = n - 1;
-    return batch[0];
+  if (tcache.state == thread_cache::gone) {
+    free_block* one = nullptr;
+    central_take(node, f, c, 1, &one, got, ec);
+    return one;
   }
-  free_block* blk = central_take(node, f, c, n, got, ec);
-  if (blk == nullptr) return nullptr;
-  b.head = blk->next;
+  thread_cache::bin& b = tcache.bins[cache_bin_of(node, f, c)];
+  b.mode = thread_cache::bin::plain;  // the bin is empty (nothing unsettled) and its thread allocates
+  free_block** const first = b.top;   // its slots start here
+  if (take_batch(node, f, c, first)) {
+    got = transfer_batch_of(c);
+    // Another thread's frees, settled: a block not free here is in the heap twice (a second
+    // free by a bin that defers, settle_bin says how) and would be handed to a second owner.
+    for (std::uint32_t i = 0; i < got; ++i)
+      if (state_of(first[i], c) != 0)
+        heap_misuse("double free (a block freed twice was about to be handed out again)", first[i]);
+  } else {
+    central_take(node, f, c, transfer_batch_of(c), first, got, ec);
+    if (got == 0) return nullptr;
+  }
   b.count = got - 1;
+  b.top = first + got - 1;
+  return *b.top;
+}
+
+/// Records free block `blk` of class `c` as handed out.
+inline void mark_handed_out(const free_block* blk, int c) noexcept { state_of(blk, c) = 1; }
+
+/// cached_block for a bin with unsettled frees (out of line: the inline allocation keeps to
+/// the registers a few loads and stores need).
+[[gnu::noinline]] inline free_block* settle_and_take(thread_cache::bin& b, int c) noexcept {
+  settle_bin(b, c);
+  b.mode = thread_cache::bin::plain;
+  --b.count;
+  free_block* blk = *--b.top;
+  mark_handed_out(blk, c);
   return blk;
 }
 
@@ -1179,15 +1329,12 @@ inline void* cached_block(int node, int f, int c) noexcept {
   // the exit hook empties every bin as it marks the cache gone).
   if (bin >= cache_bins) return nullptr;
   thread_cache::bin& b = t.bins[bin];
-  free_block* blk = b.head;
-  if (blk == nullptr) return nullptr;
-  b.head = blk->next;
-  // The next allocation reads the next block's link: ask for its line now, so that a bin of
-  // blocks that left the L1 (64 blocks of 1 KiB fall into 4 of its sets) is not a chain of
-  // dependent misses.
-  prefetch_lines<sizeof(free_block)>(b.head);
+  if (b.count == 0) return nullptr;
+  if (b.mode != thread_cache::bin::plain) return settle_and_take(b, c);  // count > 0: live
   --b.count;
-  blk->freed = 0;
+  free_block* blk = *--b.top;
+  if (blk == nullptr) __builtin_unreachable();  // so the caller's test of the result goes
+  mark_handed_out(blk, c);
   return blk;
 }
 
@@ -1200,44 +1347,79 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
     // The exit hook gives back the carve slot central_take may take for this thread.
     if (tcache.state == thread_cache::fresh) hook_thread_cache();
     std::uint32_t got = 0;
-    blk = central_take(node, f, c, 1, got, ec);
+    central_take(node, f, c, 1, &blk, got, ec);
   }
   if (blk == nullptr) return nullptr;
-  blk->freed = 0;
+  mark_handed_out(blk, c);
   return blk;
 }
 
-/// Hands a batch of a full bin back to its central list, whole where the list has room for
-/// one more (out of line: once per batch). `h`: the slab of the block just pushed, which says
-/// whose list it is (read here, not by the caller: the compiler must read the header before
-/// the block's stores when they may alias, so a caller that passes its fields reads them at
-/// every free).
+/// Hands the newest batch of a full bin back to its central list, whole where the list has
+/// room for one more (out of line: once per batch). `h`: the slab of the block being freed,
+/// which says whose list it is (read here, not by the caller: the compiler must read the
+/// header before the block's stores when they may alias, so a caller that passes its fields
+/// reads them at every free).
 [[gnu::noinline]] inline void spill_bin(thread_cache::bin& b, const slab_header* h) noexcept {
   const int node = h->node, f = h->family, c = h->size_class;
+  settle_bin(b, c);
+  b.mode = thread_cache::bin::deferring;
   const std::uint32_t n = transfer_batch_of(c);
-  free_block* give = b.head;
-  free_block* last = give;
-  for (std::uint32_t i = 1; i < n; ++i) last = last->next;
-  b.head = last->next;
-  last->next = nullptr;
+  b.top -= n;
   b.count -= n;
+  free_block** const give = b.top;
   central_list& list = arena_of(node).lists[f][c];  // exists: the blocks came from it
   {
     std::lock_guard<futex_lock> guard(list.lock);
     if (list.batches != nullptr && list.batch_count < central_list::max_batches) {
-      free_block** slot = list.batches[list.batch_count++];
-      for (free_block* blk = give; blk != nullptr; blk = blk->next) *slot++ = blk;
+      std::memcpy(list.batches[list.batch_count++], give, n * sizeof give[0]);
       return;
     }
   }
-  central_give(node, f, c, give);
+  for (std::uint32_t i = 0; i + 1 < n; ++i) give[i]->next = give[i + 1];
+  give[n - 1]->next = nullptr;
+  central_give(node, f, c, give[0]);
 }
 
-/// Puts a checked free block in its bin of the calling thread's cache; the bin stays bounded.
-inline void push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header* h, int c) noexcept {
-  blk->next = b.head;
-  b.head = blk;
-  if (++b.count > bin_limit.of[c]) spill_bin(b, h);
+/// push_to_bin for a full bin or one that defers its frees' states (out of line: the inline
+/// free keeps to the registers a few loads and stores need, with no call to keep them across).
+[[gnu::noinline]] inline void push_to_bin_slow(thread_cache::bin& b, free_block* blk, const slab_header* h, int c) noexcept {
+  if (b.mode == thread_cache::bin::plain) {  // full: this block settled, the next ones deferred
+    std::uint8_t& state = block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h));
+    if (state != 1) heap_misuse("double free", blk);
+    state = 0;
+    spill_bin(b, h);
+    *b.top++ = blk;
+    ++b.count;
+    return;
+  }
+  if (b.count != 0 && b.top[-1] == blk) heap_misuse("double free", blk);  // the newest block in the bin: free
+  if (b.count == bin_limit.of[c]) spill_bin(b, h);
+  *b.top++ = blk;
+  ++b.count;
+  // Written, not read: a store does not wait for the line the allocating thread is writing.
+  block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h)) = freed_unsettled;
+  if (++b.mode - thread_cache::bin::deferring == bin_limit.settle_at[c]) settle_bin(b, c);
+}
+
+/// Puts a free block, checked but for its state, in its bin of the calling thread's cache: its
+/// state is checked and set here, or, while the bin defers them, when the bin's frees are
+/// settled (settle_bin says why and when). The bin stays bounded. False, with nothing done, for
+/// a bin that is unusable (its cache is not live).
+inline bool push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header* h, int c) noexcept {
+  if (__builtin_expect(b.mode != thread_cache::bin::plain || b.count == bin_limit.of[c], 0)) {
+    if (b.mode == thread_cache::bin::unusable) return false;
+    push_to_bin_slow(b, blk, h, c);
+    return true;
+  }
+  std::uint8_t& state = block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h));
+  if (state != 1) heap_misuse("double free", blk);
+  free_block** const top = b.top;
+  const std::uint32_t count = b.count;
+  b.top = top + 1;
+  b.count = count + 1;
+  *top = blk;
+  state = 0;  // last: a byte's store may alias the bin, whose fields would be read again after it
+  return true;
 }
 
 /// Says which check a free of `p` (of `bytes`, 0: any) failed, and aborts.
@@ -1245,7 +1427,8 @@ inline void push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header
   const slab_header* h = slab_of(p);
   const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
   const std::size_t size = class_bytes(h->size_class);
-  if (offset < 64 || (offset & (size - 1)) != 0) heap_misuse("free of a pointer inside a block, not at its start", p);
+  if (offset < first_block_offset(h->size_class) || (offset & (size - 1)) != 0)
+    heap_misuse("free of a pointer inside a block, not at its start", p);
   if (offset + size > h->carved.load(std::memory_order_relaxed))
     heap_misuse("free of a pointer numaaff did not allocate (in a slab, past its blocks)", p);
   if (bytes > size) heap_misuse("free with a size larger than the block", p);
@@ -1258,34 +1441,32 @@ inline void push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header
 [[gnu::noinline]] inline void small_free_slow(free_block* blk, const slab_header* h) noexcept {
   const int node = h->node, f = h->family, c = h->size_class;
   if (tcache.state == thread_cache::fresh) hook_thread_cache();
-  if (const std::uint32_t bin = cache_bin_of(node, f, c); bin < cache_bins && tcache.state == thread_cache::live) {
-    push_to_bin(tcache.bins[bin], blk, h, c);
-    return;
-  }
+  // A live cache's bins are usable.
+  if (const std::uint32_t bin = cache_bin_of(node, f, c); bin < cache_bins && push_to_bin(tcache.bins[bin], blk, h, c)) return;
+  std::uint8_t& state = block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h));
+  if (state != 1) heap_misuse("double free", blk);
+  state = 0;
   blk->next = nullptr;
   central_give(node, f, c, blk);
 }
 
-/// Frees a small block after checking that `p` is one, live, of at least `bytes` (0: any).
-/// Blocks start at max(64, size) and are `size` apart, so a block's offset in its slab is a
-/// multiple of its size; a freed block carries its mark (double free).
+/// Frees a small block after checking that `p` is one, of at least `bytes` (0: any), and, when
+/// it settles, live. Blocks start at a multiple of their size and are `size` apart, so a block's
+/// offset in its slab is a multiple of its size; a free block's state is 0 (double free),
+/// checked for a block the thread's cache takes when the bin's frees are settled (settle_bin
+/// says why and when), at once when it is the block the thread freed last.
 inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const slab_header* h = slab_of(p);
   const int c = h->size_class;
   const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
   const std::size_t size = class_bytes(c);
   auto* blk = static_cast<free_block*>(p);
-  const std::uintptr_t mark = freed_mark(p);
-  if (offset < 64 || (offset & (size - 1)) != 0 || offset + size > h->carved.load(std::memory_order_relaxed) ||
-      bytes > size || blk->freed == mark)
+  if (offset < first_block_offset(c) || (offset & (size - 1)) != 0 ||
+      offset + size > h->carved.load(std::memory_order_relaxed) || bytes > size)
     small_misuse(p, bytes);
-  blk->freed = mark;
   const std::uint32_t bin = h->cache_bin;
-  thread_cache& t = tcache;
-  if (bin < cache_bins && t.state == thread_cache::live) {
-    push_to_bin(t.bins[bin], blk, h, c);
-    return;
-  }
+  // A bin is unusable while its cache is not live: push_to_bin's one test covers both.
+  if (__builtin_expect(bin < cache_bins, 1) && push_to_bin(tcache.bins[bin], blk, h, c)) return;
   small_free_slow(blk, h);
 }
 
@@ -1569,9 +1750,10 @@ inline std::size_t numa_usable_size(const void* p) noexcept {
     const slab_header* h = slab_of(p);
     const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
     const std::size_t size = class_bytes(h->size_class);
-    if (offset < 64 || (offset & (size - 1)) != 0 || offset + size > h->carved.load(std::memory_order_relaxed))
+    if (offset < first_block_offset(h->size_class) || (offset & (size - 1)) != 0 ||
+        offset + size > h->carved.load(std::memory_order_relaxed))
       heap_misuse("usable size of a pointer that is not the start of a block", p);
-    if (static_cast<const free_block*>(p)->freed == freed_mark(p)) heap_misuse("usable size of a freed block", p);
+    if (block_state(h, h->size_class, offset) != 1) heap_misuse("usable size of a freed block", p);
     return size;
   }
   arena_table& t = arena_table::instance();
