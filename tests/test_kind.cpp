@@ -303,6 +303,23 @@ TEST(KindDeath, ADoubleFreeOfABlockAnotherThreadAllocatedAborts) {
       "not at the free\n(.|\n)*about to be handed out again");
   EXPECT_DEATH(
       {
+        // The second free, by this thread, comes while the block is free elsewhere (another
+        // thread allocated and freed it, and exited): its settle finds the block was free
+        // when the mark went in, before anything hands either copy out.
+        const std::vector<void*> blocks = theirs(count);
+        for (void* p : blocks) numaaff::deallocate(p);
+        void* x = nullptr;
+        std::thread([&] {
+          x = numaaff::allocate(k, 64);
+          numaaff::deallocate(x);
+        }).join();
+        numaaff::deallocate(x);
+        std::fprintf(stderr, "not at the free\n");
+        (void)numaaff::allocate(k, 64);  // settles first
+      },
+      "not at the free\n(.|\n)*double free");
+  EXPECT_DEATH(
+      {
         // Freed by this thread (unsettled), then by another, whose free reads the state.
         const std::vector<void*> blocks = theirs(count);
         for (void* p : blocks) numaaff::deallocate(p);

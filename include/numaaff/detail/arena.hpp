@@ -274,8 +274,8 @@ inline std::size_t first_block_offset(int c) noexcept { return first_block_offse
 inline std::uint32_t blocks_per_slab(int c) noexcept {
   return static_cast<std::uint32_t>((slab_size - first_block_offset(c)) / class_bytes(c));
 }
-/// A block's state while a free of it waits to be settled (settle_bin); 1 while handed out, 0
-/// while free.
+/// A block's state: 1 while handed out, 0 while free; a free that waits to be settled
+/// (settle_bin) adds freed_unsettled to it.
 inline constexpr std::uint8_t freed_unsettled = 2;
 /// The state byte of the block at `offset` (a block's start) in slab `h` of class `c`.
 inline std::uint8_t& block_state(const void* h, int c, std::uintptr_t offset) noexcept {
@@ -1176,25 +1176,26 @@ inline void drain_batches(int node, int f, int c) noexcept {
 }
 
 /// Checks and records the frees of a bin's unsettled blocks (of class `c`), oldest first: each
-/// state must still be the freed_unsettled its free wrote, else the block was freed twice (or
-/// never handed out), and this aborts.
+/// state must be 1 | freed_unsettled (handed out when its free added the mark), else the block
+/// was freed twice (or never handed out), and this aborts.
 ///
 /// Why frees are left unsettled: a thread that frees what another allocates (its bin fills and
 /// hands batches back, thread_cache::bin::mode) would read each block's state right after the
-/// allocating thread wrote it on another CPU, and that read cost three times the rest of the
-/// free (64 B blocks handed from one thread to another: 2.3-2.5 us per 64 blocks with the read,
-/// 0.8-0.9 us without it). Such a bin's free writes the state without reading it (a store does
-/// not wait for the line) and puts the address in the bin; the states are read a batch at a
-/// time, by when they are those of blocks allocated a batch earlier, 64 to a line. A thread that
-/// frees what it allocated reads each state at the free.
+/// allocating thread wrote it on another CPU, and that read, which the free's branch waits
+/// for, cost three times the rest of the free (64 B blocks handed from one thread to another:
+/// 2.3-2.5 us per 64 blocks with it, 0.8-0.9 us without). Such a bin's free ORs its mark into
+/// the state, which nothing waits for, and puts the address in the bin; the states are read a
+/// batch at a time, by when they are those of blocks allocated a batch earlier, 64 to a line. A
+/// thread that frees what it allocated reads each state at the free.
 ///
-/// A double free through a deferring bin is found at the latest when the block's state is next
-/// read: a second free of it (a reading free finds freed_unsettled; at a settle, the first to
-/// settle leaves 0 for the other), a hand-out of its other copy (mark_handed_out finds it not
-/// free), a thread taking the batch that holds its other copy (refill_and_take finds it not
-/// free), or the settle of this free (finds it handed out, or free), which comes before this
-/// thread hands the block out. So no block is handed to two owners at once; at the free itself
-/// it is found only when the block is the newest in the bin.
+/// A double free through a deferring bin is found when the block's state is next read: a free
+/// of it (a reading free wants 1; at a settle, the first to settle leaves 0 for the other), a
+/// refill from the batch that holds its other copy (wants 0), or the settle of this free (finds
+/// a block free when the mark went in, or handed out and marked since). Its address cannot be
+/// handed out by this thread before that settle, and whoever hands out the other copy first
+/// leaves a state that the settle refuses: no block has two owners at once. At the free itself it is found only when the
+/// block is the newest in the bin. As with any allocator, a second free that comes after the
+/// block was handed out again is taken for a free of the new owner's block.
 [[gnu::noinline]] inline void settle_bin(thread_cache::bin& b, int c) noexcept {
   free_block** const end = b.top;  // a local: the state stores may alias the bin
   for (free_block** p = end - b.unsettled(); p != end; ++p) {
@@ -1206,7 +1207,7 @@ inline void drain_batches(int node, int f, int c) noexcept {
     if (h->size_class != c || offset + class_bytes(c) > h->carved.load(std::memory_order_relaxed))
       heap_misuse("double free (the block's slab was given back meanwhile)", *p);
     std::uint8_t& state = block_state(h, c, offset);
-    if (state != freed_unsettled) heap_misuse("double free", *p);
+    if (state != (1 | freed_unsettled)) heap_misuse("double free", *p);
     state = 0;
   }
   if (b.mode > thread_cache::bin::deferring) b.mode = thread_cache::bin::deferring;
@@ -1396,8 +1397,8 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
   if (b.count == bin_limit.of[c]) spill_bin(b, h);
   *b.top++ = blk;
   ++b.count;
-  // Written, not read: a store does not wait for the line the allocating thread is writing.
-  block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h)) = freed_unsettled;
+  // ORed in, not tested: nothing waits for the line the allocating thread is writing.
+  block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h)) |= freed_unsettled;
   if (++b.mode - thread_cache::bin::deferring == bin_limit.settle_at[c]) settle_bin(b, c);
 }
 
