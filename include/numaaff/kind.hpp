@@ -40,7 +40,8 @@
  * kept pages holds them up to its next huge page boundary, usable_size() says). reallocate() to the same kind resizes a large
  * block without copying it where it can. So `deallocate(p)` needs no size and no kind, any
  * thread may free any block, and a double free or a pointer the heap did not give aborts with a
- * message, as with allocate_on_node. Small blocks of different kinds never share a slab, and
+ * message, as with allocate_on_node (at the free; for a thread that frees blocks others
+ * allocated, when it next checks its frees, before the block is handed out again). Small blocks of different kinds never share a slab, and
  * so a page, even on one node (a local block and an on_node block of the node it resolves to
  * included): each kind's bytes per node are counted apart (node_counters::heap_by_kind).
  * A small block of a node or local kind found in the thread's cache takes no lock, no system

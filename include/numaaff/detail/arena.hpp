@@ -1193,9 +1193,14 @@ inline void drain_batches(int node, int f, int c) noexcept {
 /// refill from the batch that holds its other copy (wants 0), or the settle of this free (finds
 /// a block free when the mark went in, or handed out and marked since). Its address cannot be
 /// handed out by this thread before that settle, and whoever hands out the other copy first
-/// leaves a state that the settle refuses: no block has two owners at once. At the free itself it is found only when the
-/// block is the newest in the bin. As with any allocator, a second free that comes after the
-/// block was handed out again is taken for a free of the new owner's block.
+/// leaves a state that the settle refuses: no block has two owners at once. At the free itself
+/// it is found only when the block is the newest in the bin. As with any allocator, a second
+/// free that comes after the block was handed out again is taken for a free of the new owner's
+/// block. Also missed: a second free whose OR (a plain read-modify-write, not a locked one)
+/// races with the settle, on another CPU, of the first free; it can write back the mark the
+/// settle just cleared, and both bins then hold the block as settled. Only a program that frees
+/// a block twice from two threads at once gets there (ThreadSanitizer reports its race); a
+/// locked OR would close it at a cost per free this round did not measure.
 [[gnu::noinline]] inline void settle_bin(thread_cache::bin& b, int c) noexcept {
   free_block** const end = b.top;  // a local: the state stores may alias the bin
   for (free_block** p = end - b.unsettled(); p != end; ++p) {
