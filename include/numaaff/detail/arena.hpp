@@ -849,13 +849,11 @@ constexpr std::uint32_t bin_limit_of(int c) noexcept {
 }
 struct bin_limits {
   std::uint32_t of[class_count];
-  std::uint32_t settle_at[class_count];  // unsettled frees a bin keeps at most: a batch
   std::uint32_t at[class_count];  // where class c's slots start in a (node, family)'s slots
   std::uint32_t per_group;         // slots of one (node, family): every class's limit
-  constexpr bin_limits() : of(), settle_at(), at(), per_group() {
+  constexpr bin_limits() : of(), at(), per_group() {
     for (int c = 0; c < class_count; ++c) {
       of[c] = bin_limit_of(c);
-      settle_at[c] = transfer_batch_of(c);
       at[c] = per_group;
       per_group += of[c];
     }
@@ -879,10 +877,11 @@ struct thread_cache {
     std::uint32_t count;
     /// What a free does with the bin, one word that each fast path tests: `unusable` while
     /// the cache is not live (fresh or gone: the slow paths); `plain` (a free checks and sets
-    /// its block's state); from `deferring` on, frees write their blocks' states unread and
-    /// leave them unsettled, the newest `mode - deferring` of them (settle_bin). A bin defers from the time it hands a batch
-    /// back (its thread frees more than it allocates: what another thread allocated, most
-    /// likely) to its thread's next allocation of the class.
+    /// its block's state); from `deferring` on, frees OR a mark into their blocks' states
+    /// untested and leave them unsettled, the newest `mode - deferring` of them (settle_bin).
+    /// A bin defers from the time it hands a batch back (its thread frees more than it
+    /// allocates: what another thread allocated, most likely) to its thread's next allocation
+    /// of the class.
     std::uint32_t mode;
     enum : std::uint32_t { unusable = 0, plain = 1, deferring = 2 };
     std::uint32_t unsettled() const noexcept { return mode > deferring ? mode - deferring : 0; }
@@ -1091,7 +1090,7 @@ inline void central_take(int node, int f, int c, std::uint32_t want, free_block*
       auto* b = reinterpret_cast<free_block*>(mine.bump);
       // Free until handed out (a free of it before then is caught): the map may hold what a
       // slab of another class left on the page the pool keeps.
-      block_state(slab_of(b), c, static_cast<std::uintptr_t>(mine.bump - reinterpret_cast<char*>(slab_of(b)))) = 0;
+      state_of(b, c) = 0;
       mine.bump += size;
       slab_of(b)->carved.store(static_cast<std::uint32_t>(mine.bump - reinterpret_cast<char*>(slab_of(b))),
                                std::memory_order_relaxed);
@@ -1175,6 +1174,13 @@ inline void drain_batches(int node, int f, int c) noexcept {
   if (chain != nullptr) central_give(node, f, c, chain);
 }
 
+/// Puts `n` free blocks of (node, f, c), given as addresses, back in their slabs' lists.
+inline void give_to_slabs(int node, int f, int c, free_block** blocks, std::uint32_t n) noexcept {
+  for (std::uint32_t i = 0; i + 1 < n; ++i) blocks[i]->next = blocks[i + 1];
+  blocks[n - 1]->next = nullptr;
+  central_give(node, f, c, blocks[0]);
+}
+
 /// Checks and records the frees of a bin's unsettled blocks (of class `c`), oldest first: each
 /// state must be 1 | freed_unsettled (handed out when its free added the mark), else the block
 /// was freed twice (or never handed out), and this aborts.
@@ -1230,10 +1236,7 @@ inline void flush_thread_cache(void* cache) noexcept {
         thread_cache::bin& b = t->bins[cache_bin_of(n, f, c)];
         if (b.count != 0) {
           settle_bin(b, c);
-          free_block** const first = b.top - b.count;
-          for (std::uint32_t i = 0; i + 1 < b.count; ++i) first[i]->next = first[i + 1];
-          first[b.count - 1]->next = nullptr;
-          central_give(n, f, c, first[0]);
+          give_to_slabs(n, f, c, b.top - b.count, b.count);
           drain_batches(n, f, c);
         }
         b = {nullptr, 0, thread_cache::bin::unusable};
@@ -1312,6 +1315,14 @@ inline bool take_batch(int node, int f, int c, free_block** out) noexcept {
   return *b.top;
 }
 
+/// Checks that block `blk` of class `c` is handed out and records it free (a free that settles
+/// at once: out of the inline path, whose store comes last, push_to_bin says why).
+inline void settle_free(const free_block* blk, int c) noexcept {
+  std::uint8_t& state = state_of(blk, c);
+  if (state != 1) heap_misuse("double free", blk);
+  state = 0;
+}
+
 /// Records free block `blk` of class `c` as handed out.
 inline void mark_handed_out(const free_block* blk, int c) noexcept { state_of(blk, c) = 1; }
 
@@ -1363,8 +1374,8 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 /// Hands the newest batch of a full bin back to its central list, whole where the list has
 /// room for one more (out of line: once per batch). `h`: the slab of the block being freed,
 /// which says whose list it is (read here, not by the caller: the compiler must read the
-/// header before the block's stores when they may alias, so a caller that passes its fields
-/// reads them at every free).
+/// header before the state's byte store, which may alias it, so a caller that passes its
+/// fields reads them at every free).
 [[gnu::noinline]] inline void spill_bin(thread_cache::bin& b, const slab_header* h) noexcept {
   const int node = h->node, f = h->family, c = h->size_class;
   settle_bin(b, c);
@@ -1381,18 +1392,14 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
       return;
     }
   }
-  for (std::uint32_t i = 0; i + 1 < n; ++i) give[i]->next = give[i + 1];
-  give[n - 1]->next = nullptr;
-  central_give(node, f, c, give[0]);
+  give_to_slabs(node, f, c, give, n);
 }
 
 /// push_to_bin for a full bin or one that defers its frees' states (out of line: the inline
 /// free keeps to the registers a few loads and stores need, with no call to keep them across).
 [[gnu::noinline]] inline void push_to_bin_slow(thread_cache::bin& b, free_block* blk, const slab_header* h, int c) noexcept {
   if (b.mode == thread_cache::bin::plain) {  // full: this block settled, the next ones deferred
-    std::uint8_t& state = block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h));
-    if (state != 1) heap_misuse("double free", blk);
-    state = 0;
+    settle_free(blk, c);
     spill_bin(b, h);
     *b.top++ = blk;
     ++b.count;
@@ -1403,8 +1410,8 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
   *b.top++ = blk;
   ++b.count;
   // ORed in, not tested: nothing waits for the line the allocating thread is writing.
-  block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h)) |= freed_unsettled;
-  if (++b.mode - thread_cache::bin::deferring == bin_limit.settle_at[c]) settle_bin(b, c);
+  state_of(blk, c) |= freed_unsettled;
+  if (++b.mode - thread_cache::bin::deferring == transfer_batch_of(c)) settle_bin(b, c);  // a batch at most
 }
 
 /// Puts a free block, checked but for its state, in its bin of the calling thread's cache: its
@@ -1449,18 +1456,16 @@ inline bool push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header
   if (tcache.state == thread_cache::fresh) hook_thread_cache();
   // A live cache's bins are usable.
   if (const std::uint32_t bin = cache_bin_of(node, f, c); bin < cache_bins && push_to_bin(tcache.bins[bin], blk, h, c)) return;
-  std::uint8_t& state = block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h));
-  if (state != 1) heap_misuse("double free", blk);
-  state = 0;
+  settle_free(blk, c);
   blk->next = nullptr;
   central_give(node, f, c, blk);
 }
 
-/// Frees a small block after checking that `p` is one, of at least `bytes` (0: any), and, when
-/// it settles, live. Blocks start at a multiple of their size and are `size` apart, so a block's
-/// offset in its slab is a multiple of its size; a free block's state is 0 (double free),
-/// checked for a block the thread's cache takes when the bin's frees are settled (settle_bin
-/// says why and when), at once when it is the block the thread freed last.
+/// Frees a small block after checking that `p` is one, of at least `bytes` (0: any), and live.
+/// Blocks start at a multiple of their size and are `size` apart, so a block's offset in its
+/// slab is a multiple of its size; a handed-out block's state is 1 (else: a double free),
+/// checked at the free, or, by a bin that defers, when its frees are settled (settle_bin says
+/// why and when).
 inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const slab_header* h = slab_of(p);
   const int c = h->size_class;
