@@ -622,6 +622,34 @@ TEST(ThreadPoolHost, PoolWaitWaitsForAGroupThatGotItsWorkOnAnotherThread) {
   }
 }
 
+// A worker that ran a group's task holds its finish back while its next task is of the same
+// group (held_finishes). A next task of another group may wait for the first group: the
+// worker counts its held finish out before running it, or the wait never ends. One worker, and
+// the first task runs until the second is queued behind it, so it is the worker's next task.
+TEST(ThreadPoolHost, ATaskWaitingForTheGroupItsWorkerRanBeforeItSeesThatGroupEnd) {
+  numaaff_test::hang_guard guard(std::chrono::seconds(60), "a task waiting for the group its worker ran last");
+  thread_pool_options o;
+  o.threads_per_node = 1;
+  thread_pool pool(o);
+  for (int round = 0; round < 50; ++round) {
+    numaaff::task_group g(pool);
+    std::atomic<bool> second_queued{false}, first_ran{false};
+    g.run([&] {
+      while (!second_queued.load()) std::this_thread::yield();
+      first_ran = true;
+    });
+    // This thread does not help: the one worker runs the first task, then the second.
+    std::future<void> waits = pool.submit([&] {
+      EXPECT_TRUE(first_ran.load());
+      g.wait();
+    });
+    second_queued = true;
+    ASSERT_EQ(waits.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+        << "round " << round << ": the group's finish was still held by the worker";
+    waits.get();
+  }
+}
+
 // Work handed between a group and the pool: a group's task that posts (the post is counted by
 // the pool, the group then ends), and a post that runs a group of its own on a worker without
 // waiting for it there (a worker's counts begin the group). wait() waits for all of it.

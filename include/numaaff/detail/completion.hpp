@@ -41,9 +41,11 @@
 namespace numaaff::detail {
 
 /// Completion and first error of a set of tasks.
-struct group_state {
+struct alignas(64) group_state {
   std::atomic<std::size_t> pending{0};
-  std::atomic<bool> failed{false};
+  // The rest on a line of its own: every task's run reads cancel_requested, and the thread
+  // that spawns a group's tasks writes pending at each spawn.
+  alignas(64) std::atomic<bool> failed{false};
   std::exception_ptr error;  // written by the one task that set `failed`, read once pending is 0
   std::atomic<bool> cancelled{false};  // cancel() discarded some of its tasks
   std::atomic<bool> cancel_requested{false};  // its tasks that have not started are not to run
@@ -52,8 +54,9 @@ struct group_state {
     bool expected = false;
     if (failed.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) error = std::move(e);
   }
-  /// True for the task that finished the group (the caller then wakes the waiters).
-  bool finish_one() noexcept { return pending.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  /// Counts `n` tasks out; true for the call that finished the group (the caller then wakes
+  /// the waiters).
+  bool finish(std::size_t n) noexcept { return pending.fetch_sub(n, std::memory_order_acq_rel) == n; }
   std::exception_ptr take_error() noexcept {
     if (!failed.load(std::memory_order_acquire)) return nullptr;
     std::exception_ptr e = std::move(error);
@@ -70,6 +73,18 @@ struct group_state {
     if (std::exception_ptr e = take_error()) std::rethrow_exception(e);
     if (discarded) throw_system_error(std::make_error_code(std::errc::operation_canceled), what);
   }
+};
+
+/// The finishes a worker holds back: tasks of one group that it ran one after the other,
+/// counted out together (scheduler::run_task) when it is about to run a task of another group
+/// or finds no task at once. While it holds some, the group's next task is being looked for
+/// or run by this worker, so the group completes no earlier than it would have, and no later
+/// than one look for work after its last task: a waiter sees nothing change but that. A
+/// thief that takes a spawning thread's tasks one by one then writes the group's count once
+/// per run of them, not once per task on the line the spawner writes at each spawn.
+struct held_finishes {
+  group_state* group = nullptr;  // valid while count != 0
+  std::size_t count = 0;
 };
 
 /// Groups that got work and groups that completed, as one thread counts them, on lines of its
@@ -99,17 +114,24 @@ class completion {
     else if (g->pending.fetch_add(1, std::memory_order_seq_cst) == 0) add_one(counts_of(who).begun, who);
   }
 
-  /// Counts a task out of `g` (null: the pool-wide group) on the calling thread's counts
+  /// Counts `n` tasks out of `g` (null: the pool-wide group) on the calling thread's counts
   /// `who`; wakes waiters when `g` completes.
-  void finish(group_state* g, std::size_t who) noexcept {
+  void finish(group_state* g, std::size_t who, std::size_t n = 1) noexcept {
     if (g != nullptr) {
-      if (g->finish_one()) {  // `g` may be gone from here on
+      if (g->finish(n)) {  // `g` may be gone from here on
         add_one(counts_of(who).ended, who);
         done_.notify_all();
       }
-    } else if (all_.finish_one()) {
+    } else if (all_.finish(n)) {
       done_.notify_all();
     }
+  }
+
+  /// Counts out what `h` holds, if anything.
+  void finish(held_finishes& h, std::size_t who) noexcept {
+    if (h.count == 0) return;
+    finish(h.group, who, h.count);
+    h.count = 0;
   }
 
   /// Tasks still to finish for `g`; for the pool-wide group, groups with work count too.

@@ -466,7 +466,8 @@ class scheduler final : public counter_source {
   /// One task from node `n`'s queues; a worker of the node (`into`) takes a batch into its deque.
   pool_task* take_from_queues(pool_node& n, bool include_bound, pool_worker* into);
   /// Runs `t`, then the tasks bypass hands it (of group `only` when not null: see bypass_frame).
-  void run_task(pool_task* t, pool_worker* self, const group_state* only = nullptr) noexcept;
+  void run_task(pool_task* t, pool_worker* self, const group_state* only = nullptr,
+                held_finishes* held = nullptr) noexcept;
   /// Under held_lock_: take_held's work.
   std::size_t take_locked(held_work& w, pool_task** out) noexcept;
   void worker_main(pool_worker& w);
@@ -1049,9 +1050,12 @@ inline pool_task* scheduler::find_task(pool_worker& self, std::uint64_t idle_sin
   return nullptr;
 }
 
-inline void scheduler::run_task(pool_task* t, pool_worker* self, const group_state* only) noexcept {
+inline void scheduler::run_task(pool_task* t, pool_worker* self, const group_state* only,
+                                held_finishes* held) noexcept {
   // A loop, not a call per task: a chain run by bypass may be millions of tasks long.
   for (;;) {
+  // Finishes held for another group are counted out first: `t` may wait for that group.
+  if (held != nullptr && held->count != 0 && held->group != t->group) done_.finish(*held, counts_index(self));
   // Nested runs (a waiting task helping) must leave the outer task's worker busy. `busy` only
   // steers thieves (has_idle_workers), it orders nothing: release stores, not the full fence
   // a seq_cst store costs on every task. The clearing store is before the group's count
@@ -1103,7 +1107,15 @@ inline void scheduler::run_task(pool_task* t, pool_worker* self, const group_sta
     self->busy.store(was_busy, std::memory_order_release);
     self->executed.store(self->executed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  done_.finish(g, counts_index(self));  // `next` is counted in its group: that group stays
+  // `next` is counted in its group: that group stays. Only a worker's own loop holds
+  // finishes back (`held`, see held_finishes), and only a group's: a post's count is the
+  // pool's, which no spawning thread keeps writing.
+  if (held != nullptr && g != nullptr) {
+    held->group = g;
+    ++held->count;
+  } else {
+    done_.finish(g, counts_index(self));
+  }
   if (next == nullptr) return;
   t = next;
   }
@@ -1114,11 +1126,13 @@ inline void scheduler::worker_main(pool_worker& w) {
   thread_home = {w.node, config_.kernel_nodes};
   pool_node& n = *nodes_[w.node_index];
   const auto spin_ns = static_cast<std::uint64_t>(saturated_ns(config_.spin));
+  held_finishes held;
   for (;;) {
     std::uint64_t deadline = UINT64_MAX;
     // The idle clock (0: not started) starts at the first look at the clock once looks for
     // work fail, as in completion::wait_for: a worker between two bursts reads it rarely.
     pool_task* t = find_task(w, 0, deadline);
+    if (t == nullptr) done_.finish(held, counts_index(&w));  // before it spins or sleeps
     std::uint64_t idle_since = 0, idle_start = 0;  // idle_start: for the idle time, never reset
     bool watching = false;  // this worker holds watching_
     if (t == nullptr) {
@@ -1208,7 +1222,7 @@ inline void scheduler::worker_main(pool_worker& w) {
         });
       }
     }
-    run_task(t, &w);
+    run_task(t, &w, nullptr, &held);
   }
 }
 
