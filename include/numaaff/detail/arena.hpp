@@ -1202,11 +1202,12 @@ inline void give_to_slabs(int node, int f, int c, free_block** blocks, std::uint
 /// leaves a state that the settle refuses: no block has two owners at once. At the free itself
 /// it is found only when the block is the newest in the bin. As with any allocator, a second
 /// free that comes after the block was handed out again is taken for a free of the new owner's
-/// block. Also missed: a second free whose OR (a plain read-modify-write, not a locked one)
-/// races with the settle, on another CPU, of the first free; it can write back the mark the
-/// settle just cleared, and both bins then hold the block as settled. Only a program that frees
-/// a block twice from two threads at once gets there (ThreadSanitizer reports its race); a
-/// locked OR would close it at a cost per free this round did not measure.
+/// block. Also missed: two frees of one block at the same moment on two CPUs. Two reading
+/// frees can both read 1 before either writes 0; a deferring free's OR (a plain
+/// read-modify-write) can write back the mark another thread's settle just cleared. Both bins
+/// then hold the block. Only a program that frees a block twice from two threads at once gets
+/// there (ThreadSanitizer reports its race); closing it takes a locked instruction in every
+/// free, reading ones included, the path the one-thread targets measure.
 [[gnu::noinline]] inline void settle_bin(thread_cache::bin& b, int c) noexcept {
   free_block** const end = b.top;  // a local: the state stores may alias the bin
   for (free_block** p = end - b.unsettled(); p != end; ++p) {
