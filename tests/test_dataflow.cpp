@@ -462,6 +462,43 @@ TEST(DataflowCancel, PoolCancelDiscardsWaitingDependentsToo) {
   EXPECT_EQ(pool.submit({in(tile)}, [] { return 3; }).get(), 3);
 }
 
+// Tasks an outside thread found ready at registration are held back (up to 32) until its
+// wait or a hold period; some may have been let go to the queues meanwhile. Either way they
+// have not started: with every worker busy, both cancels discard them all, and the group's
+// wait says so.
+TEST(DataflowCancel, ReadyTasksHeldAtRegistrationAreDiscarded) {
+  hang_guard guard(60s, "cancel with held dataflow tasks");
+  for (const bool pool_wide : {false, true}) {
+    thread_pool pool(workers(2));
+    gate open;
+    std::atomic<int> busy{0}, ran{0};
+    std::vector<std::future<void>> blockers;
+    for (std::size_t w = 0; w < pool.worker_count(); ++w)
+      blockers.push_back(pool.submit([&] {
+        busy.fetch_add(1);
+        open.pass();
+      }));
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (busy.load() < static_cast<int>(pool.worker_count()) && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(100us);
+    ASSERT_EQ(busy.load(), static_cast<int>(pool.worker_count())) << "the workers were not all busy";
+    std::vector<int> tiles(8);  // independent: each ready at its registration
+    task_group g(pool);
+    for (int& t : tiles) g.run({inout(&t, sizeof t)}, [&ran] { ran.fetch_add(1); });
+    if (pool_wide) pool.cancel();
+    else g.cancel();
+    open.open();
+    for (auto& b : blockers) b.get();
+    try {
+      g.wait();
+      ADD_FAILURE() << (pool_wide ? "thread_pool" : "task_group") << "::cancel: wait() returned as if the held tasks had run";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), std::errc::operation_canceled);
+    }
+    EXPECT_EQ(ran.load(), 0) << (pool_wide ? "thread_pool" : "task_group") << "::cancel";
+  }
+}
+
 TEST(DataflowCancel, DependentsOfADiscardedQueuedTaskAreDiscarded) {
   hang_guard guard(60s, "discarded dataflow dependents");
   thread_pool pool(workers(1));
