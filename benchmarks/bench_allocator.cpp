@@ -134,7 +134,7 @@ struct handoff_ring {
   static constexpr std::size_t slots = 1024;
   alignas(64) std::atomic<std::size_t> pushed{0};
   alignas(64) std::atomic<std::size_t> popped{0};
-  void* items[slots] = {};
+  alignas(64) void* items[slots] = {};
 };
 /// Pins the calling benchmark thread to a CPU of its own (of the first two allowed), so that
 /// producer and consumer never wait on each other's time slice: spinning threads that share a
@@ -155,20 +155,31 @@ void bm_handoff(benchmark::State& state) {
   cpu_set_t was;
   sched_getaffinity(0, sizeof was, &was);
   pin_to_own_cpu(state.thread_index());
+  // Each side reads the other's index only when the copy it last read says the ring is full
+  // (producer) or empty (consumer), as a single-producer queue does: read at every item, the
+  // indexes' lines crossed CPUs for every block and were most of the time measured.
   if (state.thread_index() == 0) {
     std::size_t at = ring.pushed.load(std::memory_order_relaxed);
+    std::size_t popped = ring.popped.load(std::memory_order_acquire);
     for (auto _ : state)
       for (int i = 0; i < batch; ++i, ++at) {
         void* p = A::allocate(size);
-        while (at - ring.popped.load(std::memory_order_acquire) == handoff_ring::slots) std::this_thread::yield();
+        while (at - popped == handoff_ring::slots) {
+          popped = ring.popped.load(std::memory_order_acquire);
+          if (at - popped == handoff_ring::slots) std::this_thread::yield();
+        }
         ring.items[at % handoff_ring::slots] = p;
         ring.pushed.store(at + 1, std::memory_order_release);
       }
   } else {
     std::size_t at = ring.popped.load(std::memory_order_relaxed);
+    std::size_t pushed = ring.pushed.load(std::memory_order_acquire);
     for (auto _ : state)
       for (int i = 0; i < batch; ++i, ++at) {
-        while (ring.pushed.load(std::memory_order_acquire) == at) std::this_thread::yield();
+        while (pushed == at) {
+          pushed = ring.pushed.load(std::memory_order_acquire);
+          if (pushed == at) std::this_thread::yield();
+        }
         void* p = ring.items[at % handoff_ring::slots];
         ring.popped.store(at + 1, std::memory_order_release);
         A::free(p, size);
@@ -222,38 +233,53 @@ std::size_t resident_kib() {
 }
 
 /// The resident size of 1M live 64 B blocks, and what is left of it once they are all freed
-/// (counters, MiB over the size before). Each measurement runs in a child of its own: an
-/// allocator keeps what a free gives it, and a second measurement in the same process would
-/// see that memory reused.
+/// (KiB over the size before): the measurement a fresh process makes (resident_child).
 template <class A>
-void bm_resident(benchmark::State& state) {
+void measure_resident(std::size_t sizes[2]) {
+  std::vector<void*> blocks(std::size_t{1} << 20);
+  const std::size_t base = resident_kib();
+  for (void*& p : blocks) {
+    p = A::allocate(64);
+    std::memset(p, 1, 64);
+  }
+  const std::size_t live = resident_kib();
+  for (void* p : blocks) A::free(p, 64);
+  sizes[0] = live - base;
+  sizes[1] = resident_kib() - base;
+}
+
+constexpr const char* resident_flag = "--numaaff-measure-resident=";
+
+/// The process bm_resident starts: measures for `which` ("malloc" or "kind") and prints the
+/// two sizes.
+int resident_child(const std::string& which) {
+  std::size_t sizes[2] = {0, 0};
+  if (which == "kind") measure_resident<with_kind>(sizes);
+  else measure_resident<with_malloc>(sizes);
+  std::printf("%zu %zu\n", sizes[0], sizes[1]);
+  return 0;
+}
+
+/// Each measurement runs in a process of its own, this binary started again (with the same
+/// LD_PRELOAD): an allocator keeps what a free gives it, so a measurement in this process, or
+/// in a child forked from it, would see memory that other benchmarks left reused, and the
+/// benchmarks run in a random order.
+template <class A>
+void bm_resident(benchmark::State& state, const char* which) {
   for (auto _ : state) {
-    int out[2];
-    if (pipe(out) != 0) {
-      state.SkipWithError("pipe");
+    char self[4096] = {};
+    if (::readlink("/proc/self/exe", self, sizeof self - 1) <= 0) {
+      state.SkipWithError("readlink /proc/self/exe");
       return;
     }
-    const pid_t child = fork();
-    if (child == 0) {
-      std::vector<void*> blocks(std::size_t{1} << 20);
-      const std::size_t base = resident_kib();
-      for (void*& p : blocks) {
-        p = A::allocate(64);
-        std::memset(p, 1, 64);
-      }
-      const std::size_t live = resident_kib();
-      for (void* p : blocks) A::free(p, 64);
-      const std::size_t sizes[2] = {live - base, resident_kib() - base};
-      _exit(write(out[1], sizes, sizeof sizes) == static_cast<ssize_t>(sizeof sizes) ? 0 : 1);
-    }
-    close(out[1]);
+    // Through a shell (popen): /proc/self/exe would name the shell.
+    const std::string command = std::string("'") + self + "' " + resident_flag + which;
+    std::FILE* child = ::popen(command.c_str(), "r");
     std::size_t sizes[2] = {0, 0};
-    const bool got = read(out[0], sizes, sizeof sizes) == static_cast<ssize_t>(sizeof sizes);
-    close(out[0]);
-    int status = 0;
-    waitpid(child, &status, 0);
-    if (!got) {
-      state.SkipWithError("the measuring child failed");
+    const bool got = child != nullptr && std::fscanf(child, "%zu %zu", &sizes[0], &sizes[1]) == 2;
+    const int status = child != nullptr ? ::pclose(child) : -1;
+    if (!got || status != 0) {
+      state.SkipWithError("the measuring process failed");
       return;
     }
     state.counters["live_MiB"] = static_cast<double>(sizes[0]) / 1024.0;
@@ -262,9 +288,10 @@ void bm_resident(benchmark::State& state) {
   }
 }
 
-// First, so that no other benchmark's memory is there to be reused.
-BENCHMARK_TEMPLATE(bm_resident, with_malloc)->Iterations(1);
-BENCHMARK_TEMPLATE(bm_resident, with_kind)->Iterations(1);
+void bm_resident_malloc(benchmark::State& state) { bm_resident<with_malloc>(state, "malloc"); }
+void bm_resident_kind(benchmark::State& state) { bm_resident<with_kind>(state, "kind"); }
+BENCHMARK(bm_resident_malloc)->Name("bm_resident<with_malloc>")->Iterations(1);
+BENCHMARK(bm_resident_kind)->Name("bm_resident<with_kind>")->Iterations(1);
 
 BENCHMARK(bm_malloc)->Arg(16)->Arg(64)->Arg(1024)->ThreadRange(1, 2)->UseRealTime();
 BENCHMARK(bm_kind_local)->Arg(16)->Arg(64)->Arg(1024)->ThreadRange(1, 2)->UseRealTime();
@@ -282,6 +309,8 @@ BENCHMARK_TEMPLATE(bm_large, with_malloc_mbind)->Arg(64 << 10)->Arg(1 << 20)->Ar
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strncmp(argv[1], resident_flag, std::strlen(resident_flag)) == 0)
+    return resident_child(argv[1] + std::strlen(resident_flag));
   using numaaff_bench::ratio;
   std::vector<ratio> ratios;
   const char* preloaded = std::getenv("LD_PRELOAD");

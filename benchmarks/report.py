@@ -60,8 +60,7 @@ SECTIONS = [
     {
         "name": "bench_allocator",
         "args": ["--benchmark_filter=bm_malloc|bm_kind|resident|handoff|realloc|large",
-                 "--benchmark_min_time=0.2", "--benchmark_repetitions=3",
-                 "--benchmark_report_aggregates_only=true"],
+                 "--benchmark_min_time=0.2"] + REPS,
         "variants": [(name, {"LD_PRELOAD": lib} if lib else {}) for name, lib in ALLOCATORS],
         "smoke": ["--benchmark_filter=(bm_malloc|bm_kind_local)/64/", "--benchmark_min_time=0.01"],
     },
