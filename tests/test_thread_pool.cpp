@@ -629,6 +629,7 @@ TEST(ThreadPoolHost, PoolWaitWaitsForAGroupThatGotItsWorkOnAnotherThread) {
 TEST(ThreadPoolHost, ATaskWaitingForTheGroupItsWorkerRanBeforeItSeesThatGroupEnd) {
   numaaff_test::hang_guard guard(std::chrono::seconds(60), "a task waiting for the group its worker ran last");
   thread_pool_options o;
+  o.nodes = {numaaff::this_homenode()};  // one worker in all: on several nodes, another could steal
   o.threads_per_node = 1;
   thread_pool pool(o);
   for (int round = 0; round < 50; ++round) {
