@@ -16,7 +16,6 @@
 #include <benchmark/benchmark.h>
 #include <numa.h>
 #include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>

@@ -281,6 +281,13 @@ inline constexpr std::uint8_t freed_unsettled = 2;
 inline std::uint8_t& block_state(const void* h, int c, std::uintptr_t offset) noexcept {
   return (reinterpret_cast<std::uint8_t*>(const_cast<void*>(h)) + state_map_offset)[offset >> (4 + c)];
 }
+/// Whether `offset` in slab `h` of class `c` is the start of a block carved so far (what a
+/// free and usable_size check before they read the block's state).
+inline bool is_block_start(const slab_header* h, int c, std::uintptr_t offset) noexcept {
+  const std::size_t size = class_bytes(c);
+  return offset >= first_block_offset(c) && (offset & (size - 1)) == 0 &&
+         offset + size <= h->carved.load(std::memory_order_relaxed);
+}
 /// The state byte of block `blk` of class `c`.
 inline std::uint8_t& state_of(const free_block* blk, int c) noexcept {
   const auto at = reinterpret_cast<std::uintptr_t>(blk);
@@ -1471,11 +1478,8 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const slab_header* h = slab_of(p);
   const int c = h->size_class;
   const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
-  const std::size_t size = class_bytes(c);
   auto* blk = static_cast<free_block*>(p);
-  if (offset < first_block_offset(c) || (offset & (size - 1)) != 0 ||
-      offset + size > h->carved.load(std::memory_order_relaxed) || bytes > size)
-    small_misuse(p, bytes);
+  if (!is_block_start(h, c, offset) || bytes > class_bytes(c)) small_misuse(p, bytes);
   const std::uint32_t bin = h->cache_bin;
   // A bin is unusable while its cache is not live: push_to_bin's one test covers both.
   if (__builtin_expect(bin < cache_bins, 1) && push_to_bin(tcache.bins[bin], blk, h, c)) return;
@@ -1761,12 +1765,10 @@ inline std::size_t numa_usable_size(const void* p) noexcept {
   if (slabs.holds(p)) {
     const slab_header* h = slab_of(p);
     const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
-    const std::size_t size = class_bytes(h->size_class);
-    if (offset < first_block_offset(h->size_class) || (offset & (size - 1)) != 0 ||
-        offset + size > h->carved.load(std::memory_order_relaxed))
-      heap_misuse("usable size of a pointer that is not the start of a block", p);
-    if (block_state(h, h->size_class, offset) != 1) heap_misuse("usable size of a freed block", p);
-    return size;
+    const int c = h->size_class;
+    if (!is_block_start(h, c, offset)) heap_misuse("usable size of a pointer that is not the start of a block", p);
+    if (block_state(h, c, offset) != 1) heap_misuse("usable size of a freed block", p);
+    return class_bytes(c);
   }
   arena_table& t = arena_table::instance();
   std::lock_guard<std::mutex> guard(t.large_lock);
