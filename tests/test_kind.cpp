@@ -253,6 +253,31 @@ TEST(KindDeath, ADoubleFreeAForeignPointerAndAnInnerPointerAbort) {
       "freed block");
 }
 
+// A slab's state map says which of its blocks are handed out, so a free that reads it checks
+// only that the pointer is at a multiple of the block size: the slab's own start (its header)
+// and a block not carved yet are both, and both are refused, by a free that reads the state
+// and by one that defers it (which checks them itself).
+TEST(KindDeath, APointerInALiveSlabThatIsNotABlockAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto next_uncarved = [](void* p) {
+    const numaaff::detail::slab_header* h = numaaff::detail::slab_of(p);
+    return reinterpret_cast<char*>(const_cast<numaaff::detail::slab_header*>(h)) + h->carved.load();
+  };
+  EXPECT_DEATH(numaaff::deallocate(numaaff::detail::slab_of(numaaff::allocate(kind::local(), 64))), "did not allocate");
+  EXPECT_DEATH(numaaff::deallocate(next_uncarved(numaaff::allocate(kind::local(), 64))), "did not allocate");
+  EXPECT_DEATH(
+      {
+        const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+        std::vector<void*> blocks(4 * numaaff::detail::bin_limit.of[2]);
+        std::thread([&] {
+          for (void*& p : blocks) p = numaaff::allocate(k, 64);
+        }).join();
+        for (std::size_t i = 0; i + 2 < blocks.size(); ++i) numaaff::deallocate(blocks[i]);  // the bin defers
+        numaaff::deallocate(next_uncarved(blocks.back()));
+      },
+      "did not allocate");
+}
+
 // A thread that frees blocks another thread allocated (its bin hands batches back) writes their
 // states unread and reads them a batch at a time (settle_bin): a double free is found at the
 // free when the block is the newest in the bin, else when the block's state is next read: the

@@ -274,25 +274,42 @@ inline std::size_t first_block_offset(int c) noexcept { return first_block_offse
 inline std::uint32_t blocks_per_slab(int c) noexcept {
   return static_cast<std::uint32_t>((slab_size - first_block_offset(c)) / class_bytes(c));
 }
-/// A block's state: 1 while handed out, 0 while free; a free that waits to be settled
-/// (settle_bin) adds freed_unsettled to it.
-inline constexpr std::uint8_t freed_unsettled = 2;
-/// The state byte of the block at `offset` (a block's start) in slab `h` of class `c`.
-inline std::uint8_t& block_state(const void* h, int c, std::uintptr_t offset) noexcept {
-  return (reinterpret_cast<std::uint8_t*>(const_cast<void*>(h)) + state_map_offset)[offset >> (4 + c)];
+/// A block's state, its byte in the map. Every byte of a map is `free` but those of handed-out
+/// blocks: a new slab's map is zeroes, and a slab goes back to the pool, to serve another class
+/// later, only when every block it carved is free (settled: its byte is `free` again). So a
+/// byte that reads `handed_out` is that of a carved block, and a free that reads it needs only
+/// to check that the pointer is a multiple of the block size (is_block_aligned); a free that
+/// defers its read checks the rest as well (is_block_start). An enumeration, not a char type:
+/// a char's store may alias any object, and the inline paths would read the bin, the slab
+/// header and the caller's data again after each.
+enum class block_state : std::uint8_t {
+  free = 0,
+  handed_out = 1,
+  freed_unsettled = 3,  // handed out, then freed by a bin that defers (settle_bin)
+};
+/// The state a free that defers leaves: the mark ORed in, untested (so that a block already
+/// free gets 2, which its settle refuses).
+inline block_state with_unsettled_mark(block_state s) noexcept {
+  return static_cast<block_state>(static_cast<std::uint8_t>(s) | 2);
 }
+/// The state byte of the block at `offset` (a block's start) in slab `h` of class `c`.
+inline block_state& state_at(const void* h, int c, std::uintptr_t offset) noexcept {
+  return reinterpret_cast<block_state*>(reinterpret_cast<char*>(const_cast<void*>(h)) + state_map_offset)[offset >> (4 + c)];
+}
+/// Whether `offset` in a slab of class `c` is a multiple of the class's size: the start of a
+/// block when its state says that it is handed out.
+inline bool is_block_aligned(int c, std::uintptr_t offset) noexcept { return (offset & (class_bytes(c) - 1)) == 0; }
 /// Whether `offset` in slab `h` of class `c` is the start of a block carved so far (what a
-/// free and usable_size check before they read the block's state).
+/// free that does not read the block's state checks).
 inline bool is_block_start(const slab_header* h, int c, std::uintptr_t offset) noexcept {
-  const std::size_t size = class_bytes(c);
-  return offset >= first_block_offset(c) && (offset & (size - 1)) == 0 &&
-         offset + size <= h->carved.load(std::memory_order_relaxed);
+  return offset >= first_block_offset(c) && is_block_aligned(c, offset) &&
+         offset + class_bytes(c) <= h->carved.load(std::memory_order_relaxed);
 }
 /// The state byte of block `blk` of class `c`.
-inline std::uint8_t& state_of(const free_block* blk, int c) noexcept {
+inline block_state& state_of(const free_block* blk, int c) noexcept {
   const auto at = reinterpret_cast<std::uintptr_t>(blk);
   const std::uintptr_t slab = at & ~std::uintptr_t{slab_size - 1};
-  return block_state(reinterpret_cast<const void*>(slab), c, at - slab);
+  return state_at(reinterpret_cast<const void*>(slab), c, at - slab);
 }
 
 /// Blocks of one slab go to one thread at a time, as far as the list allows: a CPU that frees
@@ -1095,9 +1112,8 @@ inline void central_take(int node, int f, int c, std::uint32_t want, free_block*
   auto carve = [&] {
     while (got < want && mine.bump != mine.bump_end) {
       auto* b = reinterpret_cast<free_block*>(mine.bump);
-      // Free until handed out (a free of it before then is caught): the map may hold what a
-      // slab of another class left on the page the pool keeps.
-      state_of(b, c) = 0;
+      // Free until handed out (a free of it before then is caught).
+      state_of(b, c) = block_state::free;
       mine.bump += size;
       slab_of(b)->carved.store(static_cast<std::uint32_t>(mine.bump - reinterpret_cast<char*>(slab_of(b))),
                                std::memory_order_relaxed);
@@ -1216,7 +1232,7 @@ inline void give_to_slabs(int node, int f, int c, free_block** blocks, std::uint
 /// there (ThreadSanitizer reports its race); closing it takes a locked instruction in every
 /// free, reading ones included, the path the one-thread targets measure.
 [[gnu::noinline]] inline void settle_bin(thread_cache::bin& b, int c) noexcept {
-  free_block** const end = b.top;  // a local: the state stores may alias the bin
+  free_block** const end = b.top;
   for (free_block** p = end - b.unsettled(); p != end; ++p) {
     const auto at = reinterpret_cast<std::uintptr_t>(*p);
     const auto* h = reinterpret_cast<const slab_header*>(at & ~std::uintptr_t{slab_size - 1});
@@ -1225,9 +1241,9 @@ inline void give_to_slabs(int node, int f, int c, free_block** blocks, std::uint
     // go back to the pool and on to another class since, and its map be another's.
     if (h->size_class != c || offset + class_bytes(c) > h->carved.load(std::memory_order_relaxed))
       heap_misuse("double free (the block's slab was given back meanwhile)", *p);
-    std::uint8_t& state = block_state(h, c, offset);
-    if (state != (1 | freed_unsettled)) heap_misuse("double free", *p);
-    state = 0;
+    block_state& state = state_at(h, c, offset);
+    if (state != block_state::freed_unsettled) heap_misuse("double free", *p);
+    state = block_state::free;
   }
   if (b.mode > thread_cache::bin::deferring) b.mode = thread_cache::bin::deferring;
 }
@@ -1312,7 +1328,7 @@ inline bool take_batch(int node, int f, int c, free_block** out) noexcept {
     // Another thread's frees, settled: a block not free here is in the heap twice (a second
     // free by a bin that defers, settle_bin says how) and would be handed to a second owner.
     for (std::uint32_t i = 0; i < got; ++i)
-      if (state_of(first[i], c) != 0)
+      if (state_of(first[i], c) != block_state::free)
         heap_misuse("double free (a block freed twice was about to be handed out again)", first[i]);
   } else {
     central_take(node, f, c, transfer_batch_of(c), first, got, ec);
@@ -1323,16 +1339,28 @@ inline bool take_batch(int node, int f, int c, free_block** out) noexcept {
   return *b.top;
 }
 
-/// Checks that block `blk` of class `c` is handed out and records it free (a free that settles
-/// at once: out of the inline path, whose store comes last, push_to_bin says why).
+/// Says which check a free of `p` (of `bytes`, 0: any) failed, and aborts.
+[[noreturn, gnu::noinline, gnu::cold]] inline void small_misuse(const void* p, std::size_t bytes) noexcept {
+  const slab_header* h = slab_of(p);
+  const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
+  const std::size_t size = class_bytes(h->size_class);
+  if ((offset & (size - 1)) != 0) heap_misuse("free of a pointer inside a block, not at its start", p);
+  if (offset < first_block_offset(h->size_class) || offset + size > h->carved.load(std::memory_order_relaxed))
+    heap_misuse("free of a pointer numaaff did not allocate (in a slab, not one of its blocks)", p);
+  if (bytes > size) heap_misuse("free with a size larger than the block", p);
+  heap_misuse("double free", p);
+}
+
+/// Checks that block `blk` of class `c` (at a multiple of its size) is handed out and records it
+/// free: a free that settles at once.
 inline void settle_free(const free_block* blk, int c) noexcept {
-  std::uint8_t& state = state_of(blk, c);
-  if (state != 1) heap_misuse("double free", blk);
-  state = 0;
+  block_state& state = state_of(blk, c);
+  if (state != block_state::handed_out) small_misuse(blk, 0);
+  state = block_state::free;
 }
 
 /// Records free block `blk` of class `c` as handed out.
-inline void mark_handed_out(const free_block* blk, int c) noexcept { state_of(blk, c) = 1; }
+inline void mark_handed_out(const free_block* blk, int c) noexcept { state_of(blk, c) = block_state::handed_out; }
 
 /// cached_block for a bin with unsettled frees (out of line: the inline allocation keeps to
 /// the registers a few loads and stores need).
@@ -1381,9 +1409,7 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 
 /// Hands the newest batch of a full bin back to its central list, whole where the list has
 /// room for one more (out of line: once per batch). `h`: the slab of the block being freed,
-/// which says whose list it is (read here, not by the caller: the compiler must read the
-/// header before the state's byte store, which may alias it, so a caller that passes its
-/// fields reads them at every free).
+/// which says whose list it is (read here: the fast path reads none of its fields but the class).
 [[gnu::noinline]] inline void spill_bin(thread_cache::bin& b, const slab_header* h) noexcept {
   const int node = h->node, f = h->family, c = h->size_class;
   settle_bin(b, c);
@@ -1413,17 +1439,21 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
     ++b.count;
     return;
   }
+  // This free does not read the block's state, which alone says that a block was carved.
+  if (!is_block_start(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h))) small_misuse(blk, 0);
   if (b.count != 0 && b.top[-1] == blk) heap_misuse("double free", blk);  // the newest block in the bin: free
   if (b.count == bin_limit.of[c]) spill_bin(b, h);
   *b.top++ = blk;
   ++b.count;
   // ORed in, not tested: nothing waits for the line the allocating thread is writing.
-  state_of(blk, c) |= freed_unsettled;
+  block_state& state = state_of(blk, c);
+  state = with_unsettled_mark(state);
   if (++b.mode - thread_cache::bin::deferring == transfer_batch_of(c)) settle_bin(b, c);  // a batch at most
 }
 
-/// Puts a free block, checked but for its state, in its bin of the calling thread's cache: its
-/// state is checked and set here, or, while the bin defers them, when the bin's frees are
+/// Puts a free block at a multiple of its size (is_block_aligned) in its bin of the calling
+/// thread's cache: its state (which says whether it is a carved block, handed out) is checked and
+/// set here, or, while the bin defers them, when the bin's frees are
 /// settled (settle_bin says why and when). The bin stays bounded. False, with nothing done, for
 /// a bin that is unusable (its cache is not live).
 inline bool push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header* h, int c) noexcept {
@@ -1432,28 +1462,12 @@ inline bool push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header
     push_to_bin_slow(b, blk, h, c);
     return true;
   }
-  std::uint8_t& state = block_state(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h));
-  if (state != 1) heap_misuse("double free", blk);
-  free_block** const top = b.top;
-  const std::uint32_t count = b.count;
-  b.top = top + 1;
-  b.count = count + 1;
-  *top = blk;
-  state = 0;  // last: a byte's store may alias the bin, whose fields would be read again after it
+  block_state& state = state_at(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h));
+  if (state != block_state::handed_out) small_misuse(blk, 0);  // freed, or not a block
+  state = block_state::free;
+  *b.top++ = blk;
+  ++b.count;
   return true;
-}
-
-/// Says which check a free of `p` (of `bytes`, 0: any) failed, and aborts.
-[[noreturn, gnu::noinline, gnu::cold]] inline void small_misuse(const void* p, std::size_t bytes) noexcept {
-  const slab_header* h = slab_of(p);
-  const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
-  const std::size_t size = class_bytes(h->size_class);
-  if (offset < first_block_offset(h->size_class) || (offset & (size - 1)) != 0)
-    heap_misuse("free of a pointer inside a block, not at its start", p);
-  if (offset + size > h->carved.load(std::memory_order_relaxed))
-    heap_misuse("free of a pointer numaaff did not allocate (in a slab, past its blocks)", p);
-  if (bytes > size) heap_misuse("free with a size larger than the block", p);
-  heap_misuse("double free", p);
 }
 
 /// A checked block that the calling thread's cache cannot take: the exit hook is set first,
@@ -1479,7 +1493,7 @@ inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const int c = h->size_class;
   const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
   auto* blk = static_cast<free_block*>(p);
-  if (!is_block_start(h, c, offset) || bytes > class_bytes(c)) small_misuse(p, bytes);
+  if (!is_block_aligned(c, offset) || bytes > class_bytes(c)) small_misuse(p, bytes);
   const std::uint32_t bin = h->cache_bin;
   // A bin is unusable while its cache is not live: push_to_bin's one test covers both.
   if (__builtin_expect(bin < cache_bins, 1) && push_to_bin(tcache.bins[bin], blk, h, c)) return;
@@ -1767,7 +1781,7 @@ inline std::size_t numa_usable_size(const void* p) noexcept {
     const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
     const int c = h->size_class;
     if (!is_block_start(h, c, offset)) heap_misuse("usable size of a pointer that is not the start of a block", p);
-    if (block_state(h, c, offset) != 1) heap_misuse("usable size of a freed block", p);
+    if (state_at(h, c, offset) != block_state::handed_out) heap_misuse("usable size of a freed block", p);
     return class_bytes(c);
   }
   arena_table& t = arena_table::instance();
