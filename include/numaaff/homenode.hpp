@@ -25,6 +25,7 @@
 #include "detail/homenode.hpp"
 #include "detail/numa_calls.hpp"
 #include "detail/pinning.hpp"
+#include "detail/running_node.hpp"
 #include "detail/text.hpp"
 #include "detail/throw.hpp"
 #include "topology.hpp"
@@ -64,8 +65,9 @@ inline node_id local_node() {
 
 /// Reads the node of the calling thread's small local blocks again, for local_node_cached (out
 /// of line: the rare path): its homenode where it places memory there, else NUMAAFF_HOMENODE's,
-/// else the node it runs on.
+/// else the node it runs on; and says where to read it from now on.
 [[gnu::noinline]] inline node_id refresh_current_node() noexcept {
+  homenode_state& h = thread_home;
   node_id n = memory_homenode();
   if (n < 0) {
     try {
@@ -73,23 +75,33 @@ inline node_id local_node() {
     } catch (...) {
       return -1;
     }
-    if (n < 0) {
-      std::error_code ec;
-      n = current_node(ec);
-      if (n < 0) return -1;
-    }
   }
-  thread_home.current = n;
-  thread_home.current_uses = current_node_reuse - 1;
+  if (n < 0) {
+    if (const std::uint32_t* running = rseq_node_field()) {
+      // The same object as a signed int (a signed and an unsigned type of one size may alias).
+      h.source = reinterpret_cast<const int*>(running);
+      return static_cast<node_id>(__atomic_load_n(running, __ATOMIC_RELAXED));
+    }
+    std::error_code ec;
+    n = current_node(ec);
+    if (n < 0) return -1;
+    h.current = n;
+    h.current_uses = current_node_reuse - 1;
+    return n;
+  }
+  h.current = n;
+  h.source = &h.current;
   return n;
 }
 
-/// local_node() for the heap's small blocks, without throwing: read again every
-/// current_node_reuse calls, and at once after the homenode changed (detail/homenode.hpp says
+/// local_node() for the heap's small blocks, without throwing: one load where the node has a
+/// source (a homenode, the kernel's rseq area), else getcpu's answer read again every
+/// current_node_reuse calls; at once after the homenode changed (detail/homenode.hpp says
 /// why). -1 when the node cannot be had without an exception (a bad NUMAAFF_HOMENODE, a
 /// failing getcpu): the caller then takes the path that reports it.
 inline node_id local_node_cached() noexcept {
   homenode_state& h = thread_home;
+  if (const int* source = h.source) return __atomic_load_n(source, __ATOMIC_RELAXED);
   if (h.current_uses != 0) {
     --h.current_uses;
     return h.current;

@@ -6,9 +6,11 @@
  * The model: a `kind` names where a block's pages go, resolved when the block is allocated:
  * - `kind::on_node(n)`: node n.
  * - `kind::local()`: the calling thread's homenode (this_homenode()), else the node it runs on.
- *   For small blocks the node it runs on is read once per 64 allocations (a getcpu costs more
- *   than the allocation): a thread the kernel moves gets them on its new node from the 65th
- *   on at the latest; one pinned by numaaff, or given a homenode, at once.
+ *   For small blocks the node it runs on is read where the kernel keeps it in the thread's
+ *   rseq area (Linux 6.3 on, with glibc 2.35 on): a thread the kernel moves gets them on its
+ *   new node at once. Elsewhere getcpu, which costs more than the allocation, is read once
+ *   per 64 of them: from the 65th on at the latest; one pinned by numaaff, or given a
+ *   homenode, at once.
  * - `kind::interleave()`: over the nodes (`NUMAAFF_INTERLEAVE_NODES`, else every node): a
  *   large block page by page, small blocks round-robin, as allocate_interleaved.
  * - `kind::fastest()`: the highest-bandwidth memory for the caller's node by the firmware's

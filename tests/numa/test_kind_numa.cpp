@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -116,10 +117,36 @@ TEST(KindNuma, TheLocalKindFollowsTheAllocatingThread) {
     }).join();
 }
 
+namespace {
+/// Whether the running kernel is at least `major`.`minor` (uname's release).
+bool kernel_at_least(int major, int minor) {
+  utsname u{};
+  int a = 0, b = 0;
+  return uname(&u) == 0 && std::sscanf(u.release, "%d.%d", &a, &b) == 2 && (a > major || (a == major && b >= minor));
+}
+}  // namespace
+
+TEST(KindNuma, TheRunningNodeComesFromTheRseqAreaWhereTheKernelKeepsIt) {
+  // Linux 6.3 on writes each thread's node in its rseq area (glibc registers one per thread):
+  // the local kind reads it there, with no getcpu, and it is the node getcpu gives.
+  NUMAAFF_REQUIRE_NODES(2);
+  EXPECT_EQ(numaaff::detail::rseq_node_field() != nullptr, kernel_at_least(6, 3)) << "a kernel from 6.3 on keeps node_id";
+  for (int n : numaaff::topology::system().cpu_nodes())
+    std::thread([&] {
+      ASSERT_TRUE(numaaff_test::pin_to_node(n));
+      EXPECT_EQ(numaaff::current_node(), n);
+      if (const std::uint32_t* field = numaaff::detail::rseq_node_field()) {
+        EXPECT_EQ(static_cast<int>(*field), n);
+      }
+      EXPECT_EQ(numaaff::detail::local_node_cached(), n);
+    }).join();
+}
+
 TEST(KindNuma, LocalBlocksFollowAThreadMovedBehindNumaaffsBack) {
-  // The small-block path reads the thread's node once per 64 local allocations (a getcpu costs
-  // more than the allocation): a thread moved without numaaff (raw sched_setaffinity) gets
-  // its blocks on the new node from the 65th allocation on, one pinned by numaaff at once.
+  // A thread moved without numaaff (raw sched_setaffinity) gets its small local blocks on the
+  // new node: from the next allocation where the kernel keeps the node in the thread's rseq
+  // area, else from the 65th on (getcpu, which costs more than the allocation, is read once
+  // per 64 of them); one pinned by numaaff at once.
   NUMAAFF_REQUIRE_NODES(2);
   const std::vector<int> nodes = numaaff::topology::system().cpu_nodes();
   const int from = nodes.front(), to = nodes.back();
@@ -133,7 +160,8 @@ TEST(KindNuma, LocalBlocksFollowAThreadMovedBehindNumaaffsBack) {
     for (void* p : after) std::memset(p, 1, 64);
     for (std::size_t i = 0; i < before.size(); ++i)
       EXPECT_EQ(query_pages(before[i], 64).on(from), 1u) << "block " << i << " before the move";
-    for (std::size_t i = 64; i < after.size(); ++i)
+    const std::size_t first_on_new = numaaff::detail::rseq_node_field() != nullptr ? 0 : 64;
+    for (std::size_t i = first_on_new; i < after.size(); ++i)
       EXPECT_EQ(query_pages(after[i], 64).on(to), 1u) << "block " << i << " after the move";
     std::vector<void*> pinned;
     // numaaff's own pinning without a homenode (as its oneTBB and OpenMP bridges pin): the
