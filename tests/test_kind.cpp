@@ -531,6 +531,38 @@ TEST(Kind, ThreadsThatComeAndGoReuseOneCacheMapping) {
   EXPECT_EQ(mappings.count(nullptr), 0u);
 }
 
+// A bin has no count: the null slot below its first slot says that it is empty. A mapping that
+// an exited thread left links the mappings parked after it through one of its slots, and the
+// thread that takes it over finds every bin empty all the same: the first bin's first block is
+// a block of the heap, not the link (an address of another parked mapping), at every size.
+TEST(Kind, AThreadThatTakesOverAnExitedThreadsCacheMappingFindsItsBinsEmpty) {
+  const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+  std::set<const void*> parked;
+  std::thread([&] {  // two mappings parked at once: the one parked last links to the other
+    numaaff::deallocate(numaaff::allocate(k, 16));
+    parked.insert(numaaff::detail::tcache.slots);
+    std::thread([&] {
+      numaaff::deallocate(numaaff::allocate(k, 16));
+      parked.insert(numaaff::detail::tcache.slots);
+    }).join();
+  }).join();
+  ASSERT_EQ(parked.size(), 2u);
+  std::thread([&] {
+    std::vector<void*> blocks;
+    // The first allocation of a class fills its bin with a batch; the one after the batch is
+    // used up reads the slot below the bin's first.
+    for (std::size_t bytes = 16; bytes <= numaaff::detail::small_limit; bytes *= 2)
+      for (std::uint32_t i = 0; i <= numaaff::detail::max_transfer_batch; ++i) {
+        void* p = numaaff::allocate(k, bytes);
+        ASSERT_EQ(parked.count(p), 0u) << bytes << " B, block " << i << ": a mapping's address handed out as a block";
+        ASSERT_EQ(numaaff::usable_size(p), bytes);  // aborts for what is not a block of the heap
+        blocks.push_back(p);
+      }
+    EXPECT_EQ(parked.count(numaaff::detail::tcache.slots), 1u) << "a parked mapping taken over";
+    for (void* p : blocks) numaaff::deallocate(p);
+  }).join();
+}
+
 // Blocks of one class handed to two CPUs in turns sit side by side, and the prefetcher of each
 // CPU then pulls in lines the other writes: two threads allocating and freeing 1 KiB blocks ran
 // 2.4 times slower per block than either alone. Threads on two CPUs each take their blocks from
