@@ -184,7 +184,10 @@ inline bool kind_has_room(const kind& k, node_id node, std::size_t bytes) {
 
 /// A block of kind `k`. @throws std::bad_alloc when a strict kind's node has no room for it
 /// (or memory runs out); std::system_error if the kernel refuses a placement it should take.
-inline void* kind_allocate(const kind& k, std::size_t bytes, std::size_t align) {
+/// `k` by value: the slow path of an inline allocation then never takes the address of the
+/// caller's kind, which stays in registers across the caller's loop (by reference, 64 blocks of
+/// 16 B allocated and freed took 353-359 ns; by value, 312-315).
+inline void* kind_allocate(kind k, std::size_t bytes, std::size_t align) {
   if (bytes == 0) bytes = 1;
   alloc_options o;
   o.strict = k.is_strict();
