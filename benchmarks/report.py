@@ -56,11 +56,17 @@ REPS = ["--benchmark_repetitions=5", "--benchmark_enable_random_interleaving=tru
 # guest (tests/vm/numaaff-vm's options) the program is run in; guests: a program that boots
 # guests itself (both run only with --vm or --only); smoke: the arguments of CI's quick run (tiny
 # times, a filter), which checks the shape, not the figures.
+# bench_allocator's figures are a few hundred nanoseconds, and this host has phases of seconds in
+# which every process runs 1.5-2x slower: 20 repetitions of 0.05 s, interleaved, sample them
+# finely enough that a phase moves the median of neither side (5 of 0.2 s: a phase over 3 of
+# one benchmark's 5 did, 6 cells of 36 in one report).
+FINE_REPS = ["--benchmark_min_time=0.05", "--benchmark_repetitions=20", "--benchmark_enable_random_interleaving=true",
+             "--benchmark_report_aggregates_only=true"]
+
 SECTIONS = [
     {
         "name": "bench_allocator",
-        "args": ["--benchmark_filter=bm_malloc|bm_kind|resident|handoff|realloc|large",
-                 "--benchmark_min_time=0.2"] + REPS,
+        "args": ["--benchmark_filter=bm_malloc|bm_kind|resident|handoff|realloc|large"] + FINE_REPS,
         "variants": [(name, {"LD_PRELOAD": lib} if lib else {}) for name, lib in ALLOCATORS],
         "smoke": ["--benchmark_filter=(bm_malloc|bm_kind_local)/64/", "--benchmark_min_time=0.01"],
     },
