@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <new>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory_resource>
 #include <mutex>
@@ -274,6 +275,40 @@ TEST(KindDeath, APointerInALiveSlabThatIsNotABlockAborts) {
         }).join();
         for (std::size_t i = 0; i + 2 < blocks.size(); ++i) numaaff::deallocate(blocks[i]);  // the bin defers
         numaaff::deallocate(next_uncarved(blocks.back()));
+      },
+      "did not allocate");
+}
+
+// A slab whose blocks are all free goes to its node's pool with its first page kept, and on that
+// page lie blocks of the class it served (2 KiB: the one at 2,048), with their contents. Taken
+// again for 16 B blocks, its map covers that page: what the old blocks held must not read as
+// blocks handed out, or a free of a block not carved yet is taken in (and it would be handed
+// out twice).
+TEST(KindDeath, ASlabTakenFromThePoolForAnotherClassHoldsNoStaleStates) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        const kind k = kind::on_node(numaaff_test::sysfs_nodes().front());
+        std::set<const void*> served;
+        std::thread([&] {  // its exit puts every block back in its slab: three slabs all free
+          std::vector<void*> blocks(4 * numaaff::detail::blocks_per_slab(7));
+          for (void*& p : blocks) {
+            p = numaaff::allocate(k, 2048);
+            std::memset(p, 1, 2048);
+            served.insert(numaaff::detail::slab_of(p));
+          }
+          for (void* p : blocks) numaaff::deallocate(p);
+        }).join();
+        auto* p = static_cast<char*>(numaaff::allocate(k, 16));
+        char* slab = reinterpret_cast<char*>(numaaff::detail::slab_of(p));
+        const std::size_t past = 40000;  // its state byte at 64 + 2,500, on the old block at 2,048
+        if (served.count(slab) == 0 || numaaff::detail::slab_of(p)->carved.load() > past) {
+          std::fprintf(stderr, "the 16 B block is not in a slab taken back from the pool\n");
+          std::exit(0);
+        }
+        numaaff::deallocate(slab + past);
+        std::fprintf(stderr, "freed a block not carved yet\n");
+        std::exit(0);
       },
       "did not allocate");
 }

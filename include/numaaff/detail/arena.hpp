@@ -275,11 +275,12 @@ inline std::uint32_t blocks_per_slab(int c) noexcept {
   return static_cast<std::uint32_t>((slab_size - first_block_offset(c)) / class_bytes(c));
 }
 /// A block's state, its byte in the map. Every byte of a map is `free` but those of handed-out
-/// blocks: a new slab's map is zeroes, and a slab goes back to the pool, to serve another class
-/// later, only when every block it carved is free (settled: its byte is `free` again). So a
-/// byte that reads `handed_out` is that of a carved block, and a free that reads it needs only
-/// to check that the pointer is a multiple of the block size (is_block_aligned); a free that
-/// defers its read checks the rest as well (is_block_start). An enumeration, not a char type:
+/// blocks: a new slab's map is zeroes, a slab taken from the pool to serve a class has that
+/// class's map cleared (new_slab: what lay there before may be another class's blocks), and
+/// a byte goes to `handed_out` only when its block, carved, is handed out. So a byte that reads
+/// `handed_out` is that of a carved block, and a free that reads it needs only to check that
+/// the pointer is a multiple of the block size (is_block_aligned); a free that defers its read
+/// checks the rest as well (is_block_start). An enumeration, not a char type:
 /// a char's store may alias any object, and the inline paths would read the bin, the slab
 /// header and the caller's data again after each.
 enum class block_state : std::uint8_t {
@@ -1089,6 +1090,11 @@ inline slab_header* new_slab(node_arena& arena, int node, int f, int c, unsigned
     h->magic = slab_magic;
     h->node = node;
     h->family = f;
+  } else {
+    // The pool keeps the header's page, and on it blocks of the class the slab served last
+    // (from 128 B up, some lie there), with their contents: where this class's map lies, those
+    // bytes would read as blocks handed out.
+    std::memset(reinterpret_cast<char*>(h) + state_map_offset, 0, slab_size >> (4 + c));
   }
   h->size_class = c;
   h->cache_bin = cache_bin_of(node, f, c);
