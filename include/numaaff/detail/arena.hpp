@@ -1139,9 +1139,8 @@ inline void central_take(int node, int f, int c, std::uint32_t want, free_block*
   };
   auto carve = [&] {
     while (got < want && mine.bump != mine.bump_end) {
+      // Its state is already free: carving goes on only in a slab new_slab gave, map cleared.
       auto* b = reinterpret_cast<free_block*>(mine.bump);
-      // Free until handed out (a free of it before then is caught).
-      state_of(b, c) = block_state::free;
       mine.bump += size;
       slab_of(b)->carved.store(static_cast<std::uint32_t>(mine.bump - reinterpret_cast<char*>(slab_of(b))),
                                std::memory_order_relaxed);
@@ -1370,11 +1369,10 @@ inline bool take_batch(int node, int f, int c, free_block** out) noexcept {
 [[noreturn, gnu::noinline, gnu::cold]] inline void small_misuse(const void* p, std::size_t bytes) noexcept {
   const slab_header* h = slab_of(p);
   const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
-  const std::size_t size = class_bytes(h->size_class);
-  if ((offset & (size - 1)) != 0) heap_misuse("free of a pointer inside a block, not at its start", p);
-  if (offset < first_block_offset(h->size_class) || offset + size > h->carved.load(std::memory_order_relaxed))
-    heap_misuse("free of a pointer numaaff did not allocate (in a slab, not one of its blocks)", p);
-  if (bytes > size) heap_misuse("free with a size larger than the block", p);
+  const int c = h->size_class;
+  if (!is_block_aligned(c, offset)) heap_misuse("free of a pointer inside a block, not at its start", p);
+  if (!is_block_start(h, c, offset)) heap_misuse("free of a pointer numaaff did not allocate (in a slab, not one of its blocks)", p);
+  if (bytes > class_bytes(c)) heap_misuse("free with a size larger than the block", p);
   heap_misuse("double free", p);
 }
 
