@@ -43,7 +43,8 @@ const std::vector<kind>& every_kind() {
       kind::local(),          kind::on_node(numaaff_test::sysfs_nodes().front()), kind::interleave(),
       kind::fastest(),        kind::capacity(),
       kind::local().preferred(), kind::interleave().preferred(), kind::fastest().preferred(),
-      kind::capacity().preferred(), kind::local().with_pages(numaaff::huge_page_mode::never),
+      kind::capacity().preferred(), kind::on_node(numaaff_test::sysfs_nodes().front()).preferred(),
+      kind::local().with_pages(numaaff::huge_page_mode::never),
       kind::local().with_pages(numaaff::huge_page_mode::always)};
   return kinds;
 }
