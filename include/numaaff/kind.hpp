@@ -265,6 +265,12 @@ inline void* kind_cached_block(std::uint32_t cache_group, bool local, std::size_
   return cached_block_in(static_cast<std::uint32_t>(group) * class_count + static_cast<std::uint32_t>(c), c);
 }
 
+/// numaaff::allocate's error for an `align` that is not a power of two, out of line: the
+/// string it builds would make allocate too big for the compiler to inline at every call.
+[[noreturn, gnu::noinline, gnu::cold]] inline void throw_bad_kind_align(std::size_t align) {
+  throw_invalid_argument("numaaff::allocate: align " + std::to_string(align) + " is not a power of two");
+}
+
 /// Resizes the live block `p` (not null) to `bytes` (0: frees it, nullptr): the same block
 /// when its size class (a slab block) or page count (a mapping of its own) is already right;
 /// a large block that stays large is resized without a copy (remap_large: pages and placement
@@ -314,7 +320,7 @@ inline void clear_fresh_block(void* p, std::size_t bytes) noexcept {
  */
 inline void* allocate(const kind& k, std::size_t bytes, std::size_t align = alignof(std::max_align_t)) {
   if (align == 0 || (align & (align - 1)) != 0)
-    detail::throw_invalid_argument("numaaff::allocate: align " + std::to_string(align) + " is not a power of two");
+    detail::throw_bad_kind_align(align);
   if (void* p = detail::kind_cached_block(k.cache_group_, k.target_ == kind::target::local, bytes, align)) return p;
   return detail::kind_allocate(k, bytes, align);
 }
