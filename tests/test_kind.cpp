@@ -192,6 +192,41 @@ TEST(Kind, StrictAndPreferredBlocksNeverShareAPage) {
   for (void* b : blocks) numaaff::deallocate(b);
 }
 
+TEST(Kind, AKindMadeFromAnotherTakesTheBlocksOfWhatItIsNow) {
+  // The bin of what each kind was made from holds a freed block first: a kind that still took
+  // that bin would get the block back.
+  using numaaff::huge_page_mode;
+  namespace d = numaaff::detail;
+  const int strict_local = d::family_of(d::heap_kind::local, true);
+  const int preferred_local = d::family_of(d::heap_kind::local, false);
+
+  numaaff::deallocate(numaaff::allocate(kind::local().preferred(), 48));
+  void* made_strict = numaaff::allocate(kind::local().preferred().strict(), 48);
+  ASSERT_TRUE(d::slabs.holds(made_strict));
+  EXPECT_EQ(d::slab_of(made_strict)->family, strict_local) << "preferred().strict() is strict";
+
+  numaaff::deallocate(numaaff::allocate(kind::local(), 48));
+  void* made_preferred = numaaff::allocate(kind::local().strict().preferred(), 48);
+  ASSERT_TRUE(d::slabs.holds(made_preferred));
+  EXPECT_EQ(d::slab_of(made_preferred)->family, preferred_local) << "strict().preferred() is preferred";
+
+  // Small blocks with transparent huge pages always, or reserved ones, are pages of their own.
+  for (huge_page_mode mode : {huge_page_mode::always, huge_page_mode::reserved_2mib}) {
+    numaaff::deallocate(numaaff::allocate(kind::local(), 48));
+    std::error_code ec;
+    void* paged = numaaff::allocate(kind::local().with_pages(mode), 48, 16, ec);
+    EXPECT_FALSE(paged != nullptr && d::slabs.holds(paged)) << "with_pages(" << static_cast<int>(mode) << ")";
+    numaaff::deallocate(paged);
+  }
+  // And given the default back, they come from the local bin again.
+  numaaff::deallocate(numaaff::allocate(kind::local(), 48));
+  void* back = numaaff::allocate(kind::local().with_pages(huge_page_mode::always).with_pages(huge_page_mode::per_block), 48);
+  ASSERT_TRUE(d::slabs.holds(back));
+  EXPECT_EQ(d::slab_of(back)->family, strict_local);
+
+  for (void* p : {made_strict, made_preferred, back}) numaaff::deallocate(p);
+}
+
 TEST(KindDeath, ADoubleFreeAForeignPointerAndAnInnerPointerAbort) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_DEATH(

@@ -146,10 +146,7 @@ class kind {
   /// per_block and never (whose small blocks take the full way).
   std::uint32_t cache_group() const noexcept {
     if (pages_ != huge_page_mode::per_block && pages_ != huge_page_mode::never) return detail::cache_groups;
-    const int f = detail::family_of(static_cast<detail::heap_kind>(target_), strict_);
-    return target_ == target::local ? detail::cache_group_of(0, f)
-           : target_ == target::node ? detail::cache_group_of(node_, f)
-                                     : detail::cache_groups;
+    return detail::kind_cache_group(static_cast<detail::heap_kind>(target_), node_, strict_);
   }
 
   target target_;
@@ -239,15 +236,6 @@ inline void* kind_allocate(kind k, std::size_t bytes, std::size_t align) {
   return allocate_or_throw(bytes, align, n, placement_of(o, heap_kind_of(k.where())));
 }
 
-/// A small block of a node (`node`) or local target from the calling thread's cache, nullptr
-/// for any other target, a block that is not small, or an empty bin. The size is checked
-/// before the local node is read. Shared by numaaff::allocate and the C API's kind calls.
-inline void* cached_block_for(kind::target where, node_id node, bool strict, std::size_t bytes, std::size_t align) noexcept {
-  if (bytes - 1 >= small_limit || align > small_limit) return nullptr;
-  const int n = where == kind::target::local ? local_node_cached() : where == kind::target::node ? node : -1;
-  return cached_block(n, family_of(heap_kind_of(where), strict), size_class(bytes, align));  // n -1: no bin, nullptr
-}
-
 /// The fast path of a small block of a node or local kind: a block from the calling thread's
 /// cache, with no system call, lock or exception; nullptr sends the caller to kind_allocate
 /// (an empty bin, another kind, a block that is not small, a node that cannot be read). The
@@ -263,6 +251,11 @@ inline void* kind_cached_block(std::uint32_t cache_group, bool local, std::size_
   if (group >= cache_groups) return nullptr;
   const int c = size_class(bytes, align);
   return cached_block_in(static_cast<std::uint32_t>(group) * class_count + static_cast<std::uint32_t>(c), c);
+}
+
+/// The same for a kind given by its parts, with no page choice (the C API's kind calls).
+inline void* cached_block_for(kind::target where, node_id node, bool strict, std::size_t bytes, std::size_t align) noexcept {
+  return kind_cached_block(kind_cache_group(heap_kind_of(where), node, strict), where == kind::target::local, bytes, align);
 }
 
 /// numaaff::allocate's error for an `align` that is not a power of two, out of line: the

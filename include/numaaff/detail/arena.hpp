@@ -156,6 +156,14 @@ inline constexpr std::uint32_t cache_group_of(int node, int f) noexcept {
 inline std::uint64_t cache_group_on(std::uint32_t group_on_node_0, int node) noexcept {
   return group_on_node_0 + std::uint64_t{static_cast<std::uint32_t>(node)} * cached_families;
 }
+/// The group of a kind of heap kind `k` placing on `node` (-1 but for a node kind) with
+/// strictness `strict`: a node kind's group, a local kind's on node 0 (cache_group_on adds its
+/// node at allocation), cache_groups for interleave, fastest and capacity.
+inline constexpr std::uint32_t kind_cache_group(heap_kind k, int node, bool strict) noexcept {
+  return k == heap_kind::local  ? cache_group_of(0, family_of(k, strict))
+         : k == heap_kind::node ? cache_group_of(node, family_of(k, strict))
+                                : cache_groups;
+}
 inline std::uint32_t cache_bin_of(int node, int f, int c) noexcept {
   const std::uint32_t group = cache_group_of(node, f);
   return group == cache_groups ? cache_bins : group * class_count + static_cast<std::uint32_t>(c);
@@ -263,7 +271,7 @@ struct slab_header {
   // of slabs that have some (in the node's pool, `next` links the pool).
   std::uint32_t free_count;
   std::uint32_t owner;  // the carve slot (carve_slot_here) whose chain holds it
-  std::uint8_t state_shift;
+  std::uint8_t state_shift;  // with block_mask above
   free_block* free_head;
   slab_header* prev;
   slab_header* next;
@@ -1459,7 +1467,7 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 
 /// Hands the newest batch of a full bin back to its central list, whole where the list has
 /// room for one more (out of line: once per batch). `h`: the slab of the block being freed,
-/// which says whose list it is (read here: the fast path reads none of its fields but the class).
+/// which says whose list it is (read here: the inline free reads only its mask, shift and bin).
 [[gnu::noinline]] inline void spill_bin(thread_cache::bin& b, const slab_header* h) noexcept {
   const int node = h->node, f = h->family, c = h->size_class;
   settle_bin(b, c);
