@@ -259,10 +259,6 @@ struct slab_header {
   /// The thread caches' bin of its blocks (cache_bin_of), cache_bins when its node or family has none:
   /// a free finds its bin with one load.
   std::uint32_t cache_bin;
-  /// class_bytes(size_class) - 1 and 4 + size_class: what the inline free masks and shifts a
-  /// block's offset with, loaded rather than computed from the class (three instructions fewer
-  /// in the free of every small block).
-  std::uint32_t block_mask;
   /// End of the blocks carved so far (offset from the slab start): written under the list's
   /// lock before a block leaves it, so a free of any block handed out sees it past the block;
   /// 0 while the slab is in its node's pool, so that a free into it aborts.
@@ -271,7 +267,6 @@ struct slab_header {
   // of slabs that have some (in the node's pool, `next` links the pool).
   std::uint32_t free_count;
   std::uint32_t owner;  // the carve slot (carve_slot_here) whose chain holds it
-  std::uint8_t state_shift;  // with block_mask above
   free_block* free_head;
   slab_header* prev;
   slab_header* next;
@@ -325,11 +320,6 @@ inline block_state& state_at(const void* h, int c, std::uintptr_t offset) noexce
 /// Whether `offset` in a slab of class `c` is a multiple of the class's size: the start of a
 /// block when its state says that it is handed out.
 inline bool is_block_aligned(int c, std::uintptr_t offset) noexcept { return (offset & (class_bytes(c) - 1)) == 0; }
-/// The same two, with the mask and shift slab `h` keeps for its class (the inline free's).
-inline block_state& state_at(const slab_header* h, std::uintptr_t offset) noexcept {
-  return reinterpret_cast<block_state*>(reinterpret_cast<char*>(const_cast<slab_header*>(h)) + state_map_offset)[offset >> h->state_shift];
-}
-inline bool is_block_aligned(const slab_header* h, std::uintptr_t offset) noexcept { return (offset & h->block_mask) == 0; }
 /// Whether `offset` in slab `h` of class `c` is the start of a block carved so far (what a
 /// free that does not read the block's state checks).
 inline bool is_block_start(const slab_header* h, int c, std::uintptr_t offset) noexcept {
@@ -1128,8 +1118,6 @@ inline slab_header* new_slab(node_arena& arena, int node, int f, int c, unsigned
   }
   h->size_class = c;
   h->cache_bin = cache_bin_of(node, f, c);
-  h->block_mask = static_cast<std::uint32_t>(class_bytes(c) - 1);
-  h->state_shift = static_cast<std::uint8_t>(4 + c);
   h->carved.store(0, std::memory_order_relaxed);
   h->free_count = 0;
   h->owner = owner;
@@ -1467,7 +1455,7 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 
 /// Hands the newest batch of a full bin back to its central list, whole where the list has
 /// room for one more (out of line: once per batch). `h`: the slab of the block being freed,
-/// which says whose list it is (read here: the inline free reads only its mask, shift and bin).
+/// which says whose list it is (read here: the fast path reads none of its fields but the class).
 [[gnu::noinline]] inline void spill_bin(thread_cache::bin& b, const slab_header* h) noexcept {
   const int node = h->node, f = h->family, c = h->size_class;
   settle_bin(b, c);
@@ -1489,8 +1477,7 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 /// push_to_bin for a bin that defers its frees' states, or that is full or has not used the
 /// slot at its top yet (out of line: the inline free keeps to the registers a few loads and
 /// stores need, with no call to keep them across).
-[[gnu::noinline]] inline void push_to_bin_slow(thread_cache::bin& b, free_block* blk, const slab_header* h) noexcept {
-  const int c = h->size_class;
+[[gnu::noinline]] inline void push_to_bin_slow(thread_cache::bin& b, free_block* blk, const slab_header* h, int c) noexcept {
   const bool full = bin_count(b) == bin_limit.of[c];
   if (b.mode == thread_cache::bin::plain) {
     settle_free(blk, c);
@@ -1514,14 +1501,14 @@ inline void* small_allocate(int node, int f, int c, std::error_code& ec) noexcep
 /// set here, or, while the bin defers them, when the bin's frees are
 /// settled (settle_bin says why and when). The bin stays bounded. False, with nothing done, for
 /// a bin that is unusable (its cache is not live).
-inline bool push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header* h) noexcept {
+inline bool push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header* h, int c) noexcept {
   // Null at the top: the gap after the last slot (full), or a slot not written yet.
   if (__builtin_expect(b.mode != thread_cache::bin::plain || *b.top == nullptr, 0)) {
     if (b.mode == thread_cache::bin::unusable) return false;
-    push_to_bin_slow(b, blk, h);
+    push_to_bin_slow(b, blk, h, c);
     return true;
   }
-  block_state& state = state_at(h, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h));
+  block_state& state = state_at(h, c, reinterpret_cast<std::uintptr_t>(blk) - reinterpret_cast<std::uintptr_t>(h));
   if (state != block_state::handed_out) small_misuse(blk, 0);  // freed, or not a block
   state = block_state::free;
   *b.top++ = blk;
@@ -1535,7 +1522,7 @@ inline bool push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header
   const int node = h->node, f = h->family, c = h->size_class;
   if (tcache.state == thread_cache::fresh) hook_thread_cache();
   // A live cache's bins are usable.
-  if (const std::uint32_t bin = cache_bin_of(node, f, c); bin < cache_bins && push_to_bin(tcache.bins[bin], blk, h)) return;
+  if (const std::uint32_t bin = cache_bin_of(node, f, c); bin < cache_bins && push_to_bin(tcache.bins[bin], blk, h, c)) return;
   settle_free(blk, c);
   blk->next = nullptr;
   central_give(node, f, c, blk);
@@ -1548,12 +1535,13 @@ inline bool push_to_bin(thread_cache::bin& b, free_block* blk, const slab_header
 /// why and when).
 inline void small_deallocate(void* p, std::size_t bytes) noexcept {
   const slab_header* h = slab_of(p);
+  const int c = h->size_class;
   const std::uintptr_t offset = reinterpret_cast<std::uintptr_t>(p) - reinterpret_cast<std::uintptr_t>(h);
   auto* blk = static_cast<free_block*>(p);
-  if (!is_block_aligned(h, offset) || bytes > std::size_t{h->block_mask} + 1) small_misuse(p, bytes);
+  if (!is_block_aligned(c, offset) || bytes > class_bytes(c)) small_misuse(p, bytes);
   const std::uint32_t bin = h->cache_bin;
   // A bin is unusable while its cache is not live: push_to_bin's one test covers both.
-  if (__builtin_expect(bin < cache_bins, 1) && push_to_bin(tcache.bins[bin], blk, h)) return;
+  if (__builtin_expect(bin < cache_bins, 1) && push_to_bin(tcache.bins[bin], blk, h, c)) return;
   small_free_slow(blk, h);
 }
 
