@@ -368,9 +368,10 @@ def command_line(env, argv, build):
     return (prefix + " " if prefix else "") + " ".join(shlex.quote(a) for a in shown)
 
 
-def run_section(section, build, runs, smoke):
+def run_section(section, build, runs, smoke, keep):
     """Runs every variant `runs` times; returns (commands, contexts, {variant: [ratios per run]}),
-    or None for an optional section that cannot run here."""
+    or None for an optional section that cannot run here. Each run's output is written to
+    `keep` (a directory), so that a run whose ratio stands out can be read whole afterwards."""
     binary = (os.path.join(ROOT, section["script"]) if "script" in section else
               os.path.join(build, section.get("path", os.path.join("benchmarks", section.get("binary", section["name"])))))
     launcher = section.get("launcher", [])
@@ -386,7 +387,7 @@ def run_section(section, build, runs, smoke):
     args = (section["smoke"] + (["--benchmark_color=false"] if google else [])) if smoke else section["args"]
     variants = [tuple(v) + ((),) * (3 - len(v)) for v in section.get("variants", [("", {})])]
     commands, contexts, results = [], set(), {name: [] for name, _, _ in variants}
-    for _ in range(runs):
+    for run in range(runs):
         for name, extra, more in variants:
             env_extra = {k: v.format(build=build) for k, v in extra.items()}
             argv = launcher + [binary] + args + list(more)
@@ -398,6 +399,9 @@ def run_section(section, build, runs, smoke):
             if len(commands) < len(variants):
                 commands.append(command_line(env_extra, argv, build))
             p = subprocess.run(argv, env={**os.environ, **env_extra}, capture_output=True, text=True, check=False)
+            kept = re.sub(r"[^A-Za-z0-9=._-]+", "_", f"{section['name']}{'-' + name if name else ''}-run{run + 1}.txt")
+            with open(os.path.join(keep, kept), "w", encoding="utf-8") as f:
+                f.write(p.stdout + p.stderr)
             if p.returncode != 0:
                 sys.stderr.write(p.stdout[-4000:] + p.stderr[-4000:])
                 raise SystemExit(f"report.py: {section['name']} {name} exited with {p.returncode}")
@@ -484,10 +488,13 @@ def main():
     ap.add_argument("--output", help="write here instead of over --readme")
     ap.add_argument("--smoke", action="store_true", help="tiny runs: checks that every section renders (CI)")
     ap.add_argument("--vm", action="store_true", help="also the sections run in the emulated 4-node guest (slow)")
+    ap.add_argument("--keep", help="where each run's whole output is written (default: <build>/report-output)")
     opts = ap.parse_args()
     if opts.runs < 1:
         ap.error("--runs must be at least 1")
     build = os.path.abspath(opts.build)
+    keep = os.path.abspath(opts.keep or os.path.join(build, "report-output"))
+    os.makedirs(keep, exist_ok=True)
     known = {s["name"] for s in SECTIONS}
     for name in opts.only:
         if name not in known:
@@ -501,7 +508,7 @@ def main():
             continue
         before = {"load": load(), "busiest": busiest_other_process()}
         print(f"report.py: {section['name']} ({opts.runs} run(s); load {before['load']})", flush=True)
-        ran = run_section(section, build, opts.runs, opts.smoke)
+        ran = run_section(section, build, opts.runs, opts.smoke, keep)
         if ran is None:
             continue
         commands, contexts, results = ran
