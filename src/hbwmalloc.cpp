@@ -1,5 +1,6 @@
 // The hbwmalloc API (numaaff/hbwmalloc.h) over the heap by kind: each policy is a kind, the
-// high-bandwidth nodes come from the topology's bandwidth ranking (the HMAT).
+// high-bandwidth nodes come from MEMKIND_HBW_NODES when it is set, else from the topology's
+// bandwidth ranking (the HMAT).
 #include <numaaff/hbwmalloc.h>
 
 #include <numaaff/allocator.hpp>
@@ -7,29 +8,62 @@
 #include <numaaff/kind.hpp>
 #include <numaaff/placement.hpp>
 #include <numaaff/topology.hpp>
+#include <numaaff/detail/kernel_nodes.hpp>
+#include <numaaff/detail/text.hpp>
 
 #include "c_errors.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <system_error>
 #include <vector>
 
 namespace {
 
-/// The high-bandwidth node for initiator `from`: the first of its bandwidth order when the
-/// firmware gives it more bandwidth than `from`'s own memory; -1 when there is none.
+/// The nodes MEMKIND_HBW_NODES names (hbwmalloc(3), ENVIRONMENT): a node list such as "1-3,5"
+/// that says which nodes are high-bandwidth, on a machine whose firmware does not say (no
+/// HMAT) or says otherwise. Those of them with memory, ascending; nullopt when it is unset or
+/// empty. A list that does not parse, or that names no node with memory, gives none: then
+/// there is no high-bandwidth memory. Read once, at the first hbw call.
+const std::optional<std::vector<numaaff::node_id>>& named_hbw_nodes() {
+  static const std::optional<std::vector<numaaff::node_id>> named = []() -> std::optional<std::vector<numaaff::node_id>> {
+    const char* value = std::getenv("MEMKIND_HBW_NODES");
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    std::vector<int> listed;
+    std::vector<numaaff::node_id> out;
+    if (!numaaff::detail::parse_list(value, listed)) return out;
+    for (int n : numaaff::detail::memory_nodes())
+      if (std::find(listed.begin(), listed.end(), n) != listed.end()) out.push_back(n);
+    return out;
+  }();
+  return named;
+}
+
+/// The high-bandwidth node for initiator `from`: with MEMKIND_HBW_NODES, the nearest of the
+/// nodes it names (by distance, the lowest number of equals); else the first of `from`'s
+/// bandwidth order when the firmware gives it more bandwidth than `from`'s own memory; -1 when
+/// there is none.
 numaaff::node_id hbw_node_for(const numaaff::topology& t, numaaff::node_id from) {
+  if (const auto& named = named_hbw_nodes()) {
+    numaaff::node_id nearest = -1;
+    for (numaaff::node_id n : *named)
+      if (nearest < 0 || t.distance(from, n) < t.distance(from, nearest)) nearest = n;
+    return nearest;
+  }
   const std::vector<numaaff::node_id> order = t.targets_by(numaaff::memory_attribute::bandwidth, from);
   if (order.empty()) return -1;
   const std::uint64_t best = t.bandwidth(from, order.front());
   return best != 0 && best > t.bandwidth(from, from) ? order.front() : -1;
 }
 
-/// Every node that is the high-bandwidth node of some CPU node, ascending.
+/// Every high-bandwidth node, ascending: those MEMKIND_HBW_NODES names, else every node that
+/// is the high-bandwidth node of some CPU node.
 std::vector<numaaff::node_id> hbw_nodes() {
+  if (const auto& named = named_hbw_nodes()) return *named;
   const numaaff::topology& t = numaaff::topology::system();
   std::vector<numaaff::node_id> out;
   for (numaaff::node_id n : t.cpu_nodes()) {
@@ -79,7 +113,12 @@ void* hbw_block(std::size_t size, std::size_t align, numaaff::huge_page_mode pag
       if (s == nullptr) throw std::bad_alloc();
       p = numaaff::detail::interleave_allocate(*s, size, align);
     } else if (mode == HBW_POLICY_PREFERRED) {
-      p = numaaff::allocate(numaaff::kind::fastest().preferred().with_pages(pages), size, align);
+      numaaff::kind k = numaaff::kind::fastest().preferred();
+      if (named_hbw_nodes()) {  // the named node nearest the caller, then the kernel's fallback order
+        const numaaff::node_id h = hbw_node_for(numaaff::topology::system(), numaaff::detail::local_node());
+        k = h >= 0 ? numaaff::kind::on_node(h).preferred() : numaaff::kind::local();
+      }
+      p = numaaff::allocate(k.with_pages(pages), size, align);
     } else {  // BIND, BIND_ALL: the caller's high-bandwidth node or nothing
       const numaaff::node_id h = hbw_node_for(numaaff::topology::system(), numaaff::detail::local_node());
       if (h < 0) throw std::bad_alloc();

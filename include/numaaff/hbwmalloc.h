@@ -7,14 +7,18 @@
  * The model, as hbwmalloc(3) gives it: high-bandwidth memory is, for the caller's node, the
  * node the firmware's HMAT gives the highest bandwidth when that is more than the caller's
  * own node's (HBM next to DRAM, say). Without an HMAT, or where no node is faster, there is
- * none: hbw_check_available() says ENODEV.
+ * none: hbw_check_available() says ENODEV. MEMKIND_HBW_NODES, as in memkind, names the
+ * high-bandwidth nodes instead (a node list, "1-3,5"; read at the first hbw call): the
+ * caller's is the nearest of them by distance; a list that does not parse, or names no node
+ * with memory, names none.
  * - HBW_POLICY_PREFERRED (the default): the nearest high-bandwidth node while it has room,
  *   then standard memory nearest first (numaaff_kind_with(NUMAAFF_KIND_FASTEST, PREFERRED)).
  *   With no high-bandwidth memory: standard memory.
  * - HBW_POLICY_BIND and HBW_POLICY_BIND_ALL: only the nearest high-bandwidth node; a block over
  *   32 KiB it has no room for is NULL/ENOMEM (as is every block where there is none). numaaff
  *   checks the room of large blocks at allocation, small ones come from bound slabs; memory taken by others between then and the first touch can still
- *   meet the OOM killer, as the manual says of memkind. BIND_ALL binds to the nearest node too.
+ *   meet the OOM killer, as the manual says of memkind. BIND_ALL binds to the nearest node too
+ *   (memkind's binds to every high-bandwidth node, the nearest chosen at each fault).
  * - HBW_POLICY_INTERLEAVE: pages interleaved over every high-bandwidth node, no transparent
  *   huge pages.
  * hbw_set_policy() works once, before the first allocation (EPERM after; EINVAL for another

@@ -344,6 +344,29 @@ TEST(KindNuma, HbwBindFailsAndPreferredFallsBackWhenTheHbmNodeIsFull) {
   numaaff::deallocate(filler);
 }
 
+// MEMKIND_HBW_NODES names the high-bandwidth nodes where the firmware does not (hbwmalloc(3),
+// ENVIRONMENT): with it naming the last node with memory, a BIND block of a C program on a CPU
+// of node 0 is on that node, page by page, in every guest (4x1 and 2x2 have no HMAT, where
+// hbw_check_available said ENODEV whatever the variable said). tests/c/hbw_named_nodes.c
+// numbers its checks.
+TEST(KindNuma, MemkindHbwNodesNamesTheHighBandwidthNodes) {
+  NUMAAFF_REQUIRE_NODES(2);
+  const std::vector<int>& memory = numaaff::detail::memory_nodes();
+  ASSERT_GE(memory.size(), 2u);
+  const std::string named = std::to_string(memory.back());
+  const pid_t pid = fork();
+  if (pid == 0) {
+    numaaff::pin_this_thread(0);
+    setenv("MEMKIND_HBW_NODES", named.c_str(), 1);
+    execl(NUMAAFF_HBW_NAMED_NODES, NUMAAFF_HBW_NAMED_NODES, named.c_str(), "place", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "MEMKIND_HBW_NODES=" << named << ": exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+}
+
 // memkind's own example (hello_hbw_example.c from Debian's libmemkind-dev), built with only its
 // include changed to <numaaff/hbwmalloc.h> and linked to numaaff's C library, runs in the tiered
 // guest from node 0 with one 2 MiB page reserved on node 2: it prints its three lines, and both
