@@ -43,7 +43,9 @@
  * block without copying it where it can. So `deallocate(p)` needs no size and no kind, any
  * thread may free any block, and a double free or a pointer the heap did not give aborts with a
  * message, as with allocate_on_node (at the free; for a thread that frees blocks others
- * allocated, when it next checks its frees, before the block is handed out again). Small blocks of different kinds never share a slab, and
+ * allocated, when it next checks its frees, before the block is handed out again; two threads
+ * that free one block at the same instant, a race ThreadSanitizer reports, can escape the
+ * check). Small blocks of different kinds never share a slab, and
  * so a page, even on one node (a local block and an on_node block of the node it resolves to
  * included): each kind's bytes per node are counted apart (node_counters::heap_by_kind).
  * A small block of a node or local kind found in the thread's cache takes no lock, no system

@@ -134,7 +134,9 @@ NUMAAFF_C_API void numaaff_free(void* p, size_t bytes) NUMAAFF_C_NOEXCEPT;
  * preferred form (pages spill: in attribute order for fastest and capacity) or picks huge
  * pages. Any thread frees any block. A double free, or a pointer the heap did not give,
  * writes a message to stderr and aborts (at the free; for a thread that frees blocks others
- * allocated, when that thread next checks its frees, before the block is handed out again). One node or a sandbox: every kind is node 0's memory.
+ * allocated, when that thread next checks its frees, before the block is handed out again;
+ * two threads that free one block at the same instant, a race ThreadSanitizer reports, can
+ * escape the check). One node or a sandbox: every kind is node 0's memory.
  * Blocks up to 32 KiB come from per-node slabs with a per-thread cache (no system call in the
  * common case); larger ones are a mapping each. */
 
