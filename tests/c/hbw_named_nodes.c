@@ -1,12 +1,16 @@
 /* hbw_named_nodes: a program of hbwmalloc's API run with MEMKIND_HBW_NODES set, which
  * hbwmalloc(3) says names the nodes treated as high-bandwidth (the way to use hbwmalloc on a
- * machine whose firmware gives no HMAT). It sets HBW_POLICY_BIND and asks for 4 MiB:
- *   none:        the variable names no node with memory (or does not parse): hbw_check_available()
- *                says ENODEV and the block is NULL with ENOMEM;
- *   NODE:        hbw_check_available() says 0 and the block is given;
- *   NODE place:  also every page of it, written, is on NODE by a raw move_pages query, and
- *                hbw_verify_memory_region calls it high-bandwidth (in the emulated guests,
- *                run by tests/numa/test_kind_numa.cpp from a CPU of node 0).
+ * machine whose firmware gives no HMAT).
+ *   none:              the variable names no node with memory (or does not parse):
+ *                      hbw_check_available() says ENODEV, and a block under HBW_POLICY_BIND
+ *                      is NULL with ENOMEM;
+ *   NODE:              hbw_check_available() says 0 and a BIND block of 4 MiB is given;
+ *   NODE place:        also every page of it, written, is on NODE by a raw move_pages query, and
+ *                      hbw_verify_memory_region calls it high-bandwidth;
+ *   interleave A B:    the variable names A and B: a block of 16 MiB under
+ *                      HBW_POLICY_INTERLEAVE, written, has every page on A or B, each with
+ *                      half of them within 1%.
+ * The last two run in the emulated guests (tests/numa/test_kind_numa.cpp, from a CPU of node 0).
  * Exit status 0 when it behaves so, else the number of the check that failed. */
 #include <numaaff/hbwmalloc.h>
 
@@ -16,10 +20,50 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const size_t page = 4096;
+
+/* The node of every page of [p, p + bytes), written first: 0, or the number of the failed check. */
+static int query(char* p, size_t bytes, int* status) {
+    const size_t pages = bytes / page;
+    void** at = malloc(pages * sizeof *at);
+    if (at == NULL) return 7;
+    memset(p, 1, bytes);
+    for (size_t i = 0; i < pages; ++i) at[i] = p + i * page;
+    const int rc = move_pages(0, pages, at, NULL, status, 0);
+    free(at);
+    return rc == 0 ? 0 : 8;
+}
+
+static int interleaved(int a, int b) {
+    const size_t bytes = (size_t)16 << 20, pages = bytes / page;
+    if (hbw_check_available() != 0) return 3;
+    if (hbw_set_policy(HBW_POLICY_INTERLEAVE) != 0) return 4;
+    char* p = hbw_malloc(bytes);
+    int* status = malloc(pages * sizeof *status);
+    if (p == NULL || status == NULL) return 6;
+    const int failed = query(p, bytes, status);
+    if (failed != 0) return failed;
+    size_t on_a = 0, on_b = 0;
+    for (size_t i = 0; i < pages; ++i) {
+        on_a += status[i] == a;
+        on_b += status[i] == b;
+    }
+    const size_t half = pages / 2, slack = pages / 100;
+    if (on_a + on_b != pages || on_a + slack < half || on_a > half + slack) {
+        fprintf(stderr, "interleave: %zu pages on %d, %zu on %d, of %zu\n", on_a, a, on_b, b, pages);
+        return 9;
+    }
+    if (hbw_verify_memory_region(p, bytes, 0) != 0) return 10;
+    hbw_free(p);
+    free(status);
+    return 0;
+}
+
 int main(int argc, char** argv) {
-    const size_t bytes = (size_t)4 << 20, page = 4096, pages = bytes / page;
+    const size_t bytes = (size_t)4 << 20, pages = bytes / page;
+    if (argc == 4 && strcmp(argv[1], "interleave") == 0) return interleaved(atoi(argv[2]), atoi(argv[3]));
     if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "place") != 0)) {
-        fprintf(stderr, "usage: MEMKIND_HBW_NODES=LIST hbw_named_nodes none|NODE [place]\n");
+        fprintf(stderr, "usage: MEMKIND_HBW_NODES=LIST hbw_named_nodes none|NODE [place]|interleave A B\n");
         return 2;
     }
     const int none = strcmp(argv[1], "none") == 0;
@@ -32,18 +76,16 @@ int main(int argc, char** argv) {
     if (p == NULL) return 6;
     memset(p, 1, bytes);
     if (argc == 3) {
-        void** at = malloc(pages * sizeof *at);
         int* status = malloc(pages * sizeof *status);
-        if (at == NULL || status == NULL) return 7;
-        for (size_t i = 0; i < pages; ++i) at[i] = p + i * page;
-        if (move_pages(0, pages, at, NULL, status, 0) != 0) return 8;
+        if (status == NULL) return 7;
+        const int failed = query(p, bytes, status);
+        if (failed != 0) return failed;
         for (size_t i = 0; i < pages; ++i)
             if (status[i] != node) {
                 fprintf(stderr, "page %zu on node %d, not %d\n", i, status[i], node);
                 return 9;
             }
         if (hbw_verify_memory_region(p, bytes, 0) != 0) return 10;
-        free(at);
         free(status);
     }
     hbw_free(p);

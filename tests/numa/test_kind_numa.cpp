@@ -347,24 +347,31 @@ TEST(KindNuma, HbwBindFailsAndPreferredFallsBackWhenTheHbmNodeIsFull) {
 // MEMKIND_HBW_NODES names the high-bandwidth nodes where the firmware does not (hbwmalloc(3),
 // ENVIRONMENT): with it naming the last node with memory, a BIND block of a C program on a CPU
 // of node 0 is on that node, page by page, in every guest (4x1 and 2x2 have no HMAT, where
-// hbw_check_available said ENODEV whatever the variable said). tests/c/hbw_named_nodes.c
-// numbers its checks.
+// hbw_check_available said ENODEV whatever the variable said); with the last two named,
+// HBW_POLICY_INTERLEAVE spreads a block's pages over both, half each within 1%.
+// tests/c/hbw_named_nodes.c numbers its checks.
 TEST(KindNuma, MemkindHbwNodesNamesTheHighBandwidthNodes) {
   NUMAAFF_REQUIRE_NODES(2);
   const std::vector<int>& memory = numaaff::detail::memory_nodes();
   ASSERT_GE(memory.size(), 2u);
-  const std::string named = std::to_string(memory.back());
-  const pid_t pid = fork();
-  if (pid == 0) {
-    numaaff::pin_this_thread(0);
-    setenv("MEMKIND_HBW_NODES", named.c_str(), 1);
-    execl(NUMAAFF_HBW_NAMED_NODES, NUMAAFF_HBW_NAMED_NODES, named.c_str(), "place", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      << "MEMKIND_HBW_NODES=" << named << ": exit " << (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  const std::string last = std::to_string(memory.back()), before = std::to_string(memory[memory.size() - 2]);
+  const std::string both = before + "," + last;
+  const auto run = [](const std::string& named, std::vector<const char*> args) {
+    args.insert(args.begin(), NUMAAFF_HBW_NAMED_NODES);
+    args.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      numaaff::pin_this_thread(0);
+      setenv("MEMKIND_HBW_NODES", named.c_str(), 1);
+      execv(NUMAAFF_HBW_NAMED_NODES, const_cast<char* const*>(args.data()));
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  };
+  EXPECT_EQ(run(last, {last.c_str(), "place"}), 0) << "BIND, MEMKIND_HBW_NODES=" << last;
+  EXPECT_EQ(run(both, {"interleave", before.c_str(), last.c_str()}), 0) << "INTERLEAVE, MEMKIND_HBW_NODES=" << both;
 }
 
 // memkind's own example (hello_hbw_example.c from Debian's libmemkind-dev), built with only its
