@@ -44,14 +44,18 @@ const std::optional<std::vector<numaaff::node_id>>& named_hbw_nodes() {
 }
 
 /// The high-bandwidth node for initiator `from`: with MEMKIND_HBW_NODES, the nearest of the
-/// nodes it names (by distance, the lowest number of equals); else the first of `from`'s
-/// bandwidth order when the firmware gives it more bandwidth than `from`'s own memory; -1 when
-/// there is none.
+/// nodes it names by the kernel's distances (which know every node, where this process's
+/// topology keeps only those it may run on; the lowest number of equals, and of nodes the
+/// kernel gives no distance for); else the first of `from`'s bandwidth order when the firmware
+/// gives it more bandwidth than `from`'s own memory; -1 when there is none.
 numaaff::node_id hbw_node_for(const numaaff::topology& t, numaaff::node_id from) {
   if (const auto& named = named_hbw_nodes()) {
     numaaff::node_id nearest = -1;
-    for (numaaff::node_id n : *named)
-      if (nearest < 0 || t.distance(from, n) < t.distance(from, nearest)) nearest = n;
+    unsigned best = 0;  // -1, unknown, is the farthest
+    for (numaaff::node_id n : *named) {
+      const auto d = static_cast<unsigned>(numaaff::detail::kernel_distance(from, n));
+      if (nearest < 0 || d < best) nearest = n, best = d;
+    }
     return nearest;
   }
   const std::vector<numaaff::node_id> order = t.targets_by(numaaff::memory_attribute::bandwidth, from);
@@ -116,7 +120,7 @@ void* hbw_block(std::size_t size, std::size_t align, numaaff::huge_page_mode pag
       numaaff::kind k = numaaff::kind::fastest().preferred();
       if (named_hbw_nodes()) {  // the named node nearest the caller, then the kernel's fallback order
         const numaaff::node_id h = hbw_node_for(numaaff::topology::system(), numaaff::detail::local_node());
-        k = h >= 0 ? numaaff::kind::on_node(h).preferred() : numaaff::kind::local();
+        k = (h >= 0 ? numaaff::kind::on_node(h) : numaaff::kind::local()).preferred();
       }
       p = numaaff::allocate(k.with_pages(pages), size, align);
     } else {  // BIND, BIND_ALL: the caller's high-bandwidth node or nothing
@@ -176,8 +180,8 @@ void* hbw_calloc(size_t nmemb, size_t size) noexcept {
 void* hbw_realloc(void* ptr, size_t size) noexcept {
   if (ptr == nullptr) return hbw_malloc(size);
   // A block that grows goes the allocation's way: BIND refuses what the node cannot hold,
-  // PREFERRED spills in bandwidth order (grown in place, the kernel's fallback would place the
-  // new pages), INTERLEAVE spreads the new block. Shrinking keeps it where it is.
+  // PREFERRED spills as its allocation does (grown in place, the kernel's fallback would place
+  // the new pages), INTERLEAVE spreads the new block. Shrinking keeps it where it is.
   return numaaff::detail::reallocate_with(
       ptr, size, [](std::size_t n) { return hbw_malloc(n); },
       [](numaaff::detail::placed_block, std::size_t have, std::size_t n) { return n <= have; });

@@ -31,7 +31,8 @@ int main(void) {
   double* a;
 
   /* [allocate] */
-  /* 0: some node is faster for this CPU's threads; ENODEV: none (no HMAT, or no faster node).
+  /* 0: some node is faster for this CPU's threads (or MEMKIND_HBW_NODES names one); ENODEV:
+   * none (no HMAT, or no faster node).
    * Either way PREFERRED gives memory: the fast node while it has room, else ordinary. */
   const int available = hbw_check_available();
   printf("high-bandwidth memory: %s\n", available == 0 ? "yes" : "no, blocks come from ordinary memory");

@@ -8,9 +8,10 @@
  * node the firmware's HMAT gives the highest bandwidth when that is more than the caller's
  * own node's (HBM next to DRAM, say). Without an HMAT, or where no node is faster, there is
  * none: hbw_check_available() says ENODEV. MEMKIND_HBW_NODES, as in memkind, names the
- * high-bandwidth nodes instead (a node list, "1-3,5"; read at the first hbw call): the
- * caller's is the nearest of them by distance; a list that does not parse, or names no node
- * with memory, names none.
+ * high-bandwidth nodes instead (the kernel's list syntax, "1-3,5", read at the first hbw
+ * call; numactl's "all", "!" and "+" forms are not read): the caller's is the nearest of them
+ * by the kernel's distances; a list that does not parse, or names no node with memory, names
+ * none. PREFERRED then spills from that node in the kernel's fallback order.
  * - HBW_POLICY_PREFERRED (the default): the nearest high-bandwidth node while it has room,
  *   then standard memory nearest first (numaaff_kind_with(NUMAAFF_KIND_FASTEST, PREFERRED)).
  *   With no high-bandwidth memory: standard memory.
@@ -69,8 +70,8 @@ typedef enum {
 /** hbw_verify_memory_region: touch each page (read and write back its first byte) first. */
 #define HBW_TOUCH_PAGES (1 << 0)
 
-/** 0 when the system has high-bandwidth memory (some CPU node has a faster node), else
- *  ENODEV, as memkind's. */
+/** 0 when the system has high-bandwidth memory (MEMKIND_HBW_NODES names a node with memory,
+ *  or, without it, some CPU node has a faster node), else ENODEV, as memkind's. */
 NUMAAFF_C_API int hbw_check_available(void) NUMAAFF_C_NOEXCEPT;
 /** `size` bytes by the policy; NULL for 0, or NULL and errno (ENOMEM) on failure. */
 NUMAAFF_C_API void* hbw_malloc(size_t size) NUMAAFF_C_NOEXCEPT;

@@ -54,6 +54,24 @@ inline const bool kernel_nodes_ready = [] {
   return true;
 }();
 
+/// The kernel's distance from node `from` to node `to` (sysfs nodeN/distance, a row in the
+/// order of the online nodes), whatever CPUs and memory this process may use, unlike a
+/// topology, which keeps only the nodes it may; -1 when the kernel does not say.
+inline int kernel_distance(int from, int to) {
+  const std::vector<int>& nodes = kernel_nodes();
+  const auto at = std::find(nodes.begin(), nodes.end(), to);
+  if (at == nodes.end()) return -1;
+  std::ifstream in("/sys/devices/system/node/node" + std::to_string(from) + "/distance");
+  std::string text;
+  std::getline(in, text);
+  std::vector<std::string_view> row;
+  for (std::string_view field : split(trim(text), ' '))
+    if (!field.empty()) row.push_back(field);
+  const auto column = static_cast<std::size_t>(at - nodes.begin());
+  int d = -1;
+  return column < row.size() && parse_int(row[column], d) ? d : -1;
+}
+
 inline bool valid_node(int n) {
   const auto& nodes = kernel_nodes();
   return std::find(nodes.begin(), nodes.end(), n) != nodes.end();
