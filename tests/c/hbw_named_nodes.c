@@ -1,48 +1,37 @@
 /* hbw_named_nodes: a program of hbwmalloc's API run with MEMKIND_HBW_NODES set, which
  * hbwmalloc(3) says names the nodes treated as high-bandwidth (the way to use hbwmalloc on a
  * machine whose firmware gives no HMAT).
- *   none:              the variable names no node with memory (or does not parse):
- *                      hbw_check_available() says ENODEV, and a block under HBW_POLICY_BIND
- *                      is NULL with ENOMEM;
- *   NODE:              hbw_check_available() says 0 and a BIND block of 4 MiB is given;
- *   NODE place:        also every page of it, written, is on NODE by a raw move_pages query, and
- *                      hbw_verify_memory_region calls it high-bandwidth;
- *   interleave A B:    the variable names A and B: a block of 16 MiB under
- *                      HBW_POLICY_INTERLEAVE, written, has every page on A or B, each with
- *                      half of them within 1%.
+ *   none:            the variable names no node with memory (or does not parse):
+ *                    hbw_check_available() says ENODEV, and a block under HBW_POLICY_BIND is
+ *                    NULL with ENOMEM;
+ *   NODE:            hbw_check_available() says 0 and a block of 4 MiB under HBW_POLICY_BIND
+ *                    is given;
+ *   NODE bind|preferred:
+ *                    also every page of it (under that policy), written, is on NODE by a raw
+ *                    move_pages query, and hbw_verify_memory_region calls it high-bandwidth;
+ *   interleave A B:  the variable names A and B: a block of 16 MiB under
+ *                    HBW_POLICY_INTERLEAVE, written, has every page on A or B, half on each
+ *                    within 1%.
  * The last two run in the emulated guests (tests/numa/test_kind_numa.cpp, from a CPU of node 0).
  * Exit status 0 when it behaves so, else the number of the check that failed. */
 #include <numaaff/hbwmalloc.h>
 
+#include "page_nodes.h"
+
 #include <errno.h>
-#include <numaif.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const size_t page = 4096;
-
-/* The node of every page of [p, p + bytes), written first: 0, or the number of the failed check. */
-static int query(char* p, size_t bytes, int* status) {
-    const size_t pages = bytes / page;
-    void** at = malloc(pages * sizeof *at);
-    if (at == NULL) return 7;
-    memset(p, 1, bytes);
-    for (size_t i = 0; i < pages; ++i) at[i] = p + i * page;
-    const int rc = move_pages(0, pages, at, NULL, status, 0);
-    free(at);
-    return rc == 0 ? 0 : 8;
-}
-
 static int interleaved(int a, int b) {
-    const size_t bytes = (size_t)16 << 20, pages = bytes / page;
+    const size_t bytes = (size_t)16 << 20, pages = bytes / page_nodes_page;
     if (hbw_check_available() != 0) return 3;
     if (hbw_set_policy(HBW_POLICY_INTERLEAVE) != 0) return 4;
     char* p = hbw_malloc(bytes);
     int* status = malloc(pages * sizeof *status);
     if (p == NULL || status == NULL) return 6;
-    const int failed = query(p, bytes, status);
-    if (failed != 0) return failed;
+    memset(p, 1, bytes);
+    if (page_nodes(p, bytes, status) != 0) return 8;
     size_t on_a = 0, on_b = 0;
     for (size_t i = 0; i < pages; ++i) {
         on_a += status[i] == a;
@@ -60,29 +49,29 @@ static int interleaved(int a, int b) {
 }
 
 int main(int argc, char** argv) {
-    const size_t bytes = (size_t)4 << 20, pages = bytes / page;
+    const size_t bytes = (size_t)4 << 20, pages = bytes / page_nodes_page;
     if (argc == 4 && strcmp(argv[1], "interleave") == 0) return interleaved(atoi(argv[2]), atoi(argv[3]));
-    if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "place") != 0)) {
-        fprintf(stderr, "usage: MEMKIND_HBW_NODES=LIST hbw_named_nodes none|NODE [place]|interleave A B\n");
+    const int placed = argc == 3, preferred = placed && strcmp(argv[2], "preferred") == 0;
+    if (argc < 2 || argc > 3 || (placed && !preferred && strcmp(argv[2], "bind") != 0)) {
+        fprintf(stderr, "usage: MEMKIND_HBW_NODES=LIST hbw_named_nodes none|NODE [bind|preferred]|interleave A B\n");
         return 2;
     }
     const int none = strcmp(argv[1], "none") == 0;
     const int node = none ? -1 : atoi(argv[1]);
     if (hbw_check_available() != (none ? ENODEV : 0)) return 3;
-    if (hbw_set_policy(HBW_POLICY_BIND) != 0) return 4;
+    if (hbw_set_policy(preferred ? HBW_POLICY_PREFERRED : HBW_POLICY_BIND) != 0) return 4;
     errno = 0;
     char* p = hbw_malloc(bytes);
     if (none) return p == NULL && errno == ENOMEM ? 0 : 5;
     if (p == NULL) return 6;
     memset(p, 1, bytes);
-    if (argc == 3) {
+    if (placed) {
         int* status = malloc(pages * sizeof *status);
         if (status == NULL) return 7;
-        const int failed = query(p, bytes, status);
-        if (failed != 0) return failed;
+        if (page_nodes(p, bytes, status) != 0) return 8;
         for (size_t i = 0; i < pages; ++i)
             if (status[i] != node) {
-                fprintf(stderr, "page %zu on node %d, not %d\n", i, status[i], node);
+                fprintf(stderr, "%s: page %zu on node %d, not %d\n", argv[2], i, status[i], node);
                 return 9;
             }
         if (hbw_verify_memory_region(p, bytes, 0) != 0) return 10;

@@ -8,14 +8,15 @@
  * Exit status 0 when it behaves so, else the number of the check that failed. */
 #include <numaaff/hbwmalloc.h>
 
+#include "page_nodes.h"
+
 #include <errno.h>
-#include <numaif.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int main(int argc, char** argv) {
-    const size_t bytes = (size_t)32 << 20, page = 4096, pages = bytes / page;
+    const size_t bytes = (size_t)32 << 20, pages = bytes / page_nodes_page;
     const int bind = argc == 3 && strcmp(argv[1], "bind") == 0;
     const int hbm = argc == 3 ? atoi(argv[2]) : -1;
     if (argc != 3 || (!bind && strcmp(argv[1], "preferred") != 0)) {
@@ -29,11 +30,9 @@ int main(int argc, char** argv) {
     if (bind) return p == NULL && errno == ENOMEM ? 0 : 5;
     if (p == NULL) return 6;
     memset(p, 1, bytes);
-    void** at = malloc(pages * sizeof *at);
     int* status = malloc(pages * sizeof *status);
-    if (at == NULL || status == NULL) return 7;
-    for (size_t i = 0; i < pages; ++i) at[i] = p + i * page;
-    if (move_pages(0, pages, at, NULL, status, 0) != 0) return 8;
+    if (status == NULL) return 7;
+    if (page_nodes(p, bytes, status) != 0) return 8;
     size_t on_hbm = 0;
     for (size_t i = 0; i < pages; ++i) {
         if (status[i] < 0) return 9; /* every page was written: resident */
@@ -45,7 +44,6 @@ int main(int argc, char** argv) {
     }
     if (hbw_verify_memory_region(p, bytes, 0) == 0) return 11;
     hbw_free(p);
-    free(at);
     free(status);
     return 0;
 }

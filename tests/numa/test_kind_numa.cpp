@@ -8,6 +8,7 @@
 #include <numaaff/system_report.hpp>
 
 #include "../common/numa_test.hpp"
+#include "../common/process.hpp"
 #include "../common/placement_check.hpp"
 #include "../common/scratch.hpp"
 
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -314,6 +316,26 @@ TEST(KindNuma, FastestAndHbwMallocLandOnTheHbmNodeOfTheTieredGuest) {
   }).join();
 }
 
+// A C program of hbwmalloc's API with `args`, in a process of its own (the policy is set once
+// per process, before its first allocation) on a CPU of node 0, with MEMKIND_HBW_NODES set to
+// `named` when it is not null: "" when it exits with 0, else how it ended (run_in_child).
+std::string run_hbw_program(const char* program, const std::vector<std::string>& args, const char* named = nullptr) {
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e != nullptr; ++e)
+    if (std::strncmp(*e, "MEMKIND_HBW_NODES=", 18) != 0) env_text.emplace_back(*e);
+  if (named != nullptr) env_text.push_back(std::string("MEMKIND_HBW_NODES=") + named);
+  std::vector<char*> argv{const_cast<char*>(program)}, envp;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  for (std::string& e : env_text) envp.push_back(e.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  return numaaff_test::run_in_child(120, [&] {
+    numaaff::pin_this_thread(0);
+    execve(program, argv.data(), envp.data());
+    return 127;
+  });
+}
+
 // hbwmalloc(3) when the high-bandwidth node is full: BIND returns NULL with ENOMEM, PREFERRED
 // falls back to other memory. This process holds all of node 2's room (a strict block, written)
 // while a C program of hbwmalloc's API, in a process of its own (the policy is set once, before
@@ -327,51 +349,42 @@ TEST(KindNuma, HbwBindFailsAndPreferredFallsBackWhenTheHbmNodeIsFull) {
   const std::size_t fill = room - (std::size_t{4} << 20);
   void* filler = numaaff::allocate(kind::on_node(hbm), fill);
   std::memset(filler, 1, fill);
-  const auto run = [&](const char* policy) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      numaaff::pin_this_thread(0);  // node 2 is node 0's high-bandwidth memory
-      const std::string node = std::to_string(hbm);
-      execl(NUMAAFF_HBW_WHEN_FULL, NUMAAFF_HBW_WHEN_FULL, policy, node.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  };
-  EXPECT_EQ(run("bind"), 0) << "BIND with node 2 full (tests/c/hbw_when_full.c numbers its checks)";
-  EXPECT_EQ(run("preferred"), 0) << "PREFERRED with node 2 full";
+  const std::string node = std::to_string(hbm);  // node 2 is node 0's high-bandwidth memory
+  EXPECT_EQ(run_hbw_program(NUMAAFF_HBW_WHEN_FULL, {"bind", node}), "")
+      << "BIND with node 2 full (tests/c/hbw_when_full.c numbers its checks)";
+  EXPECT_EQ(run_hbw_program(NUMAAFF_HBW_WHEN_FULL, {"preferred", node}), "") << "PREFERRED with node 2 full";
   numaaff::deallocate(filler);
 }
 
-// MEMKIND_HBW_NODES names the high-bandwidth nodes where the firmware does not (hbwmalloc(3),
-// ENVIRONMENT): with it naming the last node with memory, a BIND block of a C program on a CPU
-// of node 0 is on that node, page by page, in every guest (4x1 and 2x2 have no HMAT, where
-// hbw_check_available said ENODEV whatever the variable said); with the last two named,
-// HBW_POLICY_INTERLEAVE spreads a block's pages over both, half each within 1%.
-// tests/c/hbw_named_nodes.c numbers its checks.
+// MEMKIND_HBW_NODES names the high-bandwidth nodes instead of the firmware (hbwmalloc(3),
+// ENVIRONMENT), in every guest, with or without an HMAT, from a CPU of node 0: with the last
+// node with memory named, BIND and PREFERRED blocks are there page by page; where the kernel's
+// distances from node 0 make a higher-numbered node nearer than a lower one (tiered: 14 to
+// node 2, 20 to node 1), with both named, the nearer; with the last two named, INTERLEAVE
+// spreads a block half and half within 1%. tests/c/hbw_named_nodes.c numbers its checks.
 TEST(KindNuma, MemkindHbwNodesNamesTheHighBandwidthNodes) {
   NUMAAFF_REQUIRE_NODES(2);
   const std::vector<int>& memory = numaaff::detail::memory_nodes();
   ASSERT_GE(memory.size(), 2u);
   const std::string last = std::to_string(memory.back()), before = std::to_string(memory[memory.size() - 2]);
+  EXPECT_EQ(run_hbw_program(NUMAAFF_HBW_NAMED_NODES, {last, "bind"}, last.c_str()), "") << "BIND, named " << last;
+  EXPECT_EQ(run_hbw_program(NUMAAFF_HBW_NAMED_NODES, {last, "preferred"}, last.c_str()), "") << "PREFERRED, named " << last;
   const std::string both = before + "," + last;
-  const auto run = [](const std::string& named, std::vector<const char*> args) {
-    args.insert(args.begin(), NUMAAFF_HBW_NAMED_NODES);
-    args.push_back(nullptr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-      numaaff::pin_this_thread(0);
-      setenv("MEMKIND_HBW_NODES", named.c_str(), 1);
-      execv(NUMAAFF_HBW_NAMED_NODES, const_cast<char* const*>(args.data()));
-      _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  };
-  EXPECT_EQ(run(last, {last.c_str(), "place"}), 0) << "BIND, MEMKIND_HBW_NODES=" << last;
-  EXPECT_EQ(run(both, {"interleave", before.c_str(), last.c_str()}), 0) << "INTERLEAVE, MEMKIND_HBW_NODES=" << both;
+  EXPECT_EQ(run_hbw_program(NUMAAFF_HBW_NAMED_NODES, {"interleave", before, last}, both.c_str()), "") << "INTERLEAVE, named " << both;
+  // The distances as the kernel gives them (node0/distance, one per online node in order).
+  std::ifstream row_file("/sys/devices/system/node/node0/distance");
+  std::vector<int> row;
+  for (int d = 0; row_file >> d;) row.push_back(d);
+  const std::vector<int>& online = numaaff::detail::kernel_nodes();
+  ASSERT_EQ(row.size(), online.size());
+  const auto distance = [&](int n) { return row[static_cast<std::size_t>(std::find(online.begin(), online.end(), n) - online.begin())]; };
+  for (int a : memory)
+    for (int b : memory)
+      if (a != 0 && a < b && distance(b) < distance(a)) {
+        const std::string named = std::to_string(a) + "," + std::to_string(b), nearer = std::to_string(b);
+        EXPECT_EQ(run_hbw_program(NUMAAFF_HBW_NAMED_NODES, {nearer, "bind"}, named.c_str()), "")
+            << "BIND, named " << named << ": node " << b << " is the nearer to node 0";
+      }
 }
 
 // memkind's own example (hello_hbw_example.c from Debian's libmemkind-dev), built with only its
