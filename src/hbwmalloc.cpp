@@ -26,37 +26,57 @@ namespace {
 
 /// The nodes MEMKIND_HBW_NODES names (hbwmalloc(3), ENVIRONMENT): a node list such as "1-3,5"
 /// that says which nodes are high-bandwidth, on a machine whose firmware does not say (no
-/// HMAT) or says otherwise. Those of them with memory, ascending; nullopt when it is unset or
-/// empty. A list that does not parse, or that names no node with memory, gives none: then
-/// there is no high-bandwidth memory. Read once, at the first hbw call.
-const std::optional<std::vector<numaaff::node_id>>& named_hbw_nodes() {
-  static const std::optional<std::vector<numaaff::node_id>> named = []() -> std::optional<std::vector<numaaff::node_id>> {
+/// HMAT) or says otherwise.
+struct named_nodes {
+  std::vector<numaaff::node_id> nodes;    // those of them with memory, ascending
+  std::vector<numaaff::node_id> nearest;  // for each of kernel_nodes(): the nearest of them, -1: none
+};
+
+/// The nearest of `nodes` to each kernel node by the kernel's distances, which know every node
+/// where this process's topology keeps only those it may run on (the lowest number of equals,
+/// and of nodes the kernel gives no distance for).
+std::vector<numaaff::node_id> nearest_of(const std::vector<numaaff::node_id>& nodes) {
+  const std::vector<int>& kernel = numaaff::detail::kernel_nodes();
+  std::vector<numaaff::node_id> out(kernel.size(), -1);
+  for (std::size_t i = 0; i < kernel.size(); ++i) {
+    const std::vector<int> row = numaaff::detail::kernel_distances_from(kernel[i]);
+    unsigned best = 0;
+    for (numaaff::node_id n : nodes) {
+      const auto at = static_cast<std::size_t>(std::find(kernel.begin(), kernel.end(), n) - kernel.begin());
+      const unsigned d = at < row.size() ? static_cast<unsigned>(row[at]) : ~0u;  // unknown: the farthest
+      if (out[i] < 0 || d < best) out[i] = n, best = d;
+    }
+  }
+  return out;
+}
+
+/// MEMKIND_HBW_NODES read once, at the first hbw call: nullopt when it is unset or empty. A list
+/// that does not parse, or that names no node with memory, names none: then there is no
+/// high-bandwidth memory.
+const std::optional<named_nodes>& named_hbw_nodes() {
+  static const std::optional<named_nodes> named = []() -> std::optional<named_nodes> {
     const char* value = std::getenv("MEMKIND_HBW_NODES");
     if (value == nullptr || *value == '\0') return std::nullopt;
     std::vector<int> listed;
-    std::vector<numaaff::node_id> out;
+    named_nodes out;
     if (!numaaff::detail::parse_list(value, listed)) return out;
     for (int n : numaaff::detail::memory_nodes())
-      if (std::find(listed.begin(), listed.end(), n) != listed.end()) out.push_back(n);
+      if (std::find(listed.begin(), listed.end(), n) != listed.end()) out.nodes.push_back(n);
+    if (!out.nodes.empty()) out.nearest = nearest_of(out.nodes);
     return out;
   }();
   return named;
 }
 
 /// The high-bandwidth node for initiator `from`: with MEMKIND_HBW_NODES, the nearest of the
-/// nodes it names by the kernel's distances (which know every node, where this process's
-/// topology keeps only those it may run on; the lowest number of equals, and of nodes the
-/// kernel gives no distance for); else the first of `from`'s bandwidth order when the firmware
+/// nodes it names (named_nodes); else the first of `from`'s bandwidth order when the firmware
 /// gives it more bandwidth than `from`'s own memory; -1 when there is none.
 numaaff::node_id hbw_node_for(const numaaff::topology& t, numaaff::node_id from) {
   if (const auto& named = named_hbw_nodes()) {
-    numaaff::node_id nearest = -1;
-    unsigned best = 0;  // -1, unknown, is the farthest
-    for (numaaff::node_id n : *named) {
-      const auto d = static_cast<unsigned>(numaaff::detail::kernel_distance(from, n));
-      if (nearest < 0 || d < best) nearest = n, best = d;
-    }
-    return nearest;
+    if (named->nodes.empty()) return -1;
+    const std::vector<int>& kernel = numaaff::detail::kernel_nodes();
+    const auto at = static_cast<std::size_t>(std::find(kernel.begin(), kernel.end(), from) - kernel.begin());
+    return at < named->nearest.size() ? named->nearest[at] : named->nodes.front();
   }
   const std::vector<numaaff::node_id> order = t.targets_by(numaaff::memory_attribute::bandwidth, from);
   if (order.empty()) return -1;
@@ -67,7 +87,7 @@ numaaff::node_id hbw_node_for(const numaaff::topology& t, numaaff::node_id from)
 /// Every high-bandwidth node, ascending: those MEMKIND_HBW_NODES names, else every node that
 /// is the high-bandwidth node of some CPU node.
 std::vector<numaaff::node_id> hbw_nodes() {
-  if (const auto& named = named_hbw_nodes()) return *named;
+  if (const auto& named = named_hbw_nodes()) return named->nodes;
   const numaaff::topology& t = numaaff::topology::system();
   std::vector<numaaff::node_id> out;
   for (numaaff::node_id n : t.cpu_nodes()) {

@@ -13,7 +13,8 @@
  * by the kernel's distances; a list that does not parse, or names no node with memory, names
  * none. PREFERRED then spills from that node in the kernel's fallback order.
  * - HBW_POLICY_PREFERRED (the default): the nearest high-bandwidth node while it has room,
- *   then standard memory nearest first (numaaff_kind_with(NUMAAFF_KIND_FASTEST, PREFERRED)).
+ *   then standard memory nearest first (numaaff_kind_with(NUMAAFF_KIND_FASTEST, PREFERRED);
+ *   with MEMKIND_HBW_NODES, that node preferred, then the kernel's order from it).
  *   With no high-bandwidth memory: standard memory.
  * - HBW_POLICY_BIND and HBW_POLICY_BIND_ALL: only the nearest high-bandwidth node; a block over
  *   32 KiB it has no room for is NULL/ENOMEM (as is every block where there is none). numaaff

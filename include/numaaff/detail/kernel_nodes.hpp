@@ -54,22 +54,23 @@ inline const bool kernel_nodes_ready = [] {
   return true;
 }();
 
-/// The kernel's distance from node `from` to node `to` (sysfs nodeN/distance, a row in the
-/// order of the online nodes), whatever CPUs and memory this process may use, unlike a
-/// topology, which keeps only the nodes it may; -1 when the kernel does not say.
-inline int kernel_distance(int from, int to) {
-  const std::vector<int>& nodes = kernel_nodes();
-  const auto at = std::find(nodes.begin(), nodes.end(), to);
-  if (at == nodes.end()) return -1;
+/// The kernel's distances from node `from` to each of kernel_nodes(), in that order (sysfs
+/// nodeN/distance), whatever CPUs and memory this process may use, unlike a topology, which
+/// keeps only the nodes it may; empty when the kernel does not say. Reads a file: call it once,
+/// not per allocation.
+inline std::vector<int> kernel_distances_from(int from) {
   std::ifstream in("/sys/devices/system/node/node" + std::to_string(from) + "/distance");
   std::string text;
   std::getline(in, text);
-  std::vector<std::string_view> row;
-  for (std::string_view field : split(trim(text), ' '))
-    if (!field.empty()) row.push_back(field);
-  const auto column = static_cast<std::size_t>(at - nodes.begin());
-  int d = -1;
-  return column < row.size() && parse_int(row[column], d) ? d : -1;
+  std::vector<int> row;
+  for (std::string_view field : split(trim(text), ' ')) {
+    int d = 0;
+    if (field.empty()) continue;
+    if (!parse_int(field, d)) return {};
+    row.push_back(d);
+  }
+  if (row.size() != kernel_nodes().size()) row.clear();
+  return row;
 }
 
 inline bool valid_node(int n) {
