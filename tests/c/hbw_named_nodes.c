@@ -1,9 +1,9 @@
 /* hbw_named_nodes: a program of hbwmalloc's API run with MEMKIND_HBW_NODES set, which
  * hbwmalloc(3) says names the nodes treated as high-bandwidth (the way to use hbwmalloc on a
  * machine whose firmware gives no HMAT).
- *   none:            the variable names no node with memory (or does not parse):
+ *   none [preferred]: the variable names no node with memory (or does not parse):
  *                    hbw_check_available() says ENODEV, and a block under HBW_POLICY_BIND is
- *                    NULL with ENOMEM;
+ *                    NULL with ENOMEM (under HBW_POLICY_PREFERRED: given, from other memory);
  *   NODE:            hbw_check_available() says 0 and a block of 4 MiB under HBW_POLICY_BIND
  *                    is given;
  *   NODE bind|preferred:
@@ -51,9 +51,10 @@ static int interleaved(int a, int b) {
 int main(int argc, char** argv) {
     const size_t bytes = (size_t)4 << 20, pages = bytes / page_nodes_page;
     if (argc == 4 && strcmp(argv[1], "interleave") == 0) return interleaved(atoi(argv[2]), atoi(argv[3]));
-    const int placed = argc == 3, preferred = placed && strcmp(argv[2], "preferred") == 0;
-    if (argc < 2 || argc > 3 || (placed && !preferred && strcmp(argv[2], "bind") != 0)) {
-        fprintf(stderr, "usage: MEMKIND_HBW_NODES=LIST hbw_named_nodes none|NODE [bind|preferred]|interleave A B\n");
+    const int preferred = argc == 3 && strcmp(argv[2], "preferred") == 0;
+    const int placed = argc == 3 && strcmp(argv[1], "none") != 0;
+    if (argc < 2 || argc > 3 || (argc == 3 && !preferred && (!placed || strcmp(argv[2], "bind") != 0))) {
+        fprintf(stderr, "usage: MEMKIND_HBW_NODES=LIST hbw_named_nodes none [preferred]|NODE [bind|preferred]|interleave A B\n");
         return 2;
     }
     const int none = strcmp(argv[1], "none") == 0;
@@ -62,6 +63,12 @@ int main(int argc, char** argv) {
     if (hbw_set_policy(preferred ? HBW_POLICY_PREFERRED : HBW_POLICY_BIND) != 0) return 4;
     errno = 0;
     char* p = hbw_malloc(bytes);
+    if (none && preferred) {
+        if (p == NULL) return 5;
+        memset(p, 1, bytes);
+        hbw_free(p);
+        return 0;
+    }
     if (none) return p == NULL && errno == ENOMEM ? 0 : 5;
     if (p == NULL) return 6;
     memset(p, 1, bytes);

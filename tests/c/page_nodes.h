@@ -10,7 +10,7 @@ enum { page_nodes_page = 4096 };
 
 /* Fills status[i] with the node of page i of [p, p + bytes) (written before, so resident, or
  * a negative errno); 0 on success, -1 when the query or its array could not be made. */
-static int page_nodes(char* p, size_t bytes, int* status) {
+static inline int page_nodes(char* p, size_t bytes, int* status) {
     const size_t pages = bytes / page_nodes_page;
     void** at = malloc(pages * sizeof *at);
     if (at == NULL) return -1;
